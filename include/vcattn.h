@@ -1,0 +1,251 @@
+/* vcattn.h - VC-Attention: low-bit attention for video Diffusion Transformers.
+ *
+ * The one public header of libvcattn.  Plain C11, usable from C++ and CUDA.
+ *
+ * Conventions
+ *  - Every call returns a vcattn_status; the library never prints or exits.
+ *  - Tensors are float32 on the CPU, indexed (batch, head, seq, dim) with
+ *    explicit element strides for the first three axes; the last axis (dim)
+ *    is contiguous.  vcattn_attention_params_init() fills the strides of a
+ *    contiguous (B, H, S, D) layout; set them by hand for (B, S, H, D).
+ *  - Sizes are int64_t; anything <= 0 is rejected with VCATTN_STATUS_BAD_SHAPE.
+ *  - num_threads = 0 means "all online cores".
+ */
+#ifndef VCATTN_H
+#define VCATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VCATTN_VERSION_MAJOR 0
+#define VCATTN_VERSION_MINOR 1
+#define VCATTN_VERSION_PATCH 0
+
+/* ---- status ---------------------------------------------------------------- */
+
+typedef enum vcattn_status {
+    VCATTN_STATUS_SUCCESS = 0,
+    VCATTN_STATUS_NULL_POINTER,       /* a required pointer was NULL */
+    VCATTN_STATUS_BAD_SHAPE,          /* a size <= 0, or sizes that do not agree */
+    VCATTN_STATUS_BAD_STRIDE,         /* a stride that makes rows overlap or is < 0 */
+    VCATTN_STATUS_UNSUPPORTED_HEAD_DIM, /* head_dim not in {64, 128} */
+    VCATTN_STATUS_SIZE_OVERFLOW,      /* element or byte counts overflow int64 / size_t */
+    VCATTN_STATUS_NON_FINITE,         /* NaN or Inf in an input that must be finite */
+    VCATTN_STATUS_INVALID_ARGUMENT,   /* an enum, name or option out of range */
+    VCATTN_STATUS_OUT_OF_MEMORY,
+    VCATTN_STATUS_IO_ERROR,           /* a file could not be opened, read or written */
+    VCATTN_STATUS_BAD_FILE_FORMAT,    /* a .npy file we cannot read (dtype, order, header) */
+    VCATTN_STATUS_UNSUPPORTED_DEVICE, /* no CUDA device of compute capability 9.0 */
+    VCATTN_STATUS_CUDA_ERROR,         /* a CUDA runtime call failed */
+    VCATTN_STATUS_NOT_BUILT,          /* this build has no CUDA support */
+    VCATTN_STATUS_COUNT
+} vcattn_status;
+
+/* A static English sentence for the status (never NULL). */
+const char *vcattn_status_string(vcattn_status status);
+
+/* "0.1.0" */
+const char *vcattn_version_string(void);
+
+/* ---- attention problem on the CPU -------------------------------------------- */
+
+typedef struct vcattn_attention_params {
+    int64_t batch, heads, seq_q, seq_kv, head_dim;
+    const float *q;   /* (B, H, Sq, D) */
+    const float *k;   /* (B, H, Skv, D) */
+    const float *v;   /* (B, H, Skv, D) */
+    float *o;         /* (B, H, Sq, D) output */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3]; /* batch, head, seq */
+    float *lse;       /* optional (B, H, Sq) contiguous, natural log of the row sum */
+    double softmax_scale; /* <= 0: 1/sqrt(head_dim) */
+    int num_threads;      /* 0: all cores */
+} vcattn_attention_params;
+
+/* Contiguous (B, H, S, D) strides, default scale, lse = NULL, all threads. */
+void vcattn_attention_params_init(vcattn_attention_params *p, int64_t batch, int64_t heads,
+                                  int64_t seq_q, int64_t seq_kv, int64_t head_dim,
+                                  const float *q, const float *k, const float *v, float *o);
+
+/* Checks shapes, strides, pointers and head_dim (not the data). */
+vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p);
+
+/* Exact attention: FP64 accumulation of scores, softmax and output. */
+vcattn_status vcattn_reference_attention(const vcattn_attention_params *p);
+
+/* ---- methods ---------------------------------------------------------------- */
+
+typedef enum vcattn_method {
+    VCATTN_METHOD_FP8_NAIVE = 0,        /* per-block E4M3 Q, K, V, P; no smoothing */
+    VCATTN_METHOD_SAGE2_8BIT,           /* SageAttention2 sm90 recipe */
+    VCATTN_METHOD_VSMOOTH_8BIT,         /* sage2-8bit + V-Smooth */
+    VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, /* vsmooth-8bit with P written by ExpCast */
+    VCATTN_METHOD_SAGE3_4BIT,           /* SageAttention3 NVFP4 recipe */
+    VCATTN_METHOD_VSMOOTH_4BIT,         /* sage3-4bit + V-Smooth NVFP4 residual */
+    VCATTN_METHOD_COUNT
+} vcattn_method;
+
+typedef enum vcattn_qk_format {
+    VCATTN_QK_FORMAT_FP32 = 0, /* no quantization */
+    VCATTN_QK_FORMAT_INT8,     /* symmetric INT8, scales per granularity */
+    VCATTN_QK_FORMAT_E4M3,     /* E4M3, scales per granularity */
+    VCATTN_QK_FORMAT_NVFP4     /* E2M1 in 16-element blocks along D */
+} vcattn_qk_format;
+
+typedef enum vcattn_qk_granularity {
+    VCATTN_QK_GRANULARITY_BLOCK = 0, /* one scale per 128-token block (Q: per 128-row tile) */
+    VCATTN_QK_GRANULARITY_THREAD     /* SageAttention2 sm90 "per_thread" groups */
+} vcattn_qk_granularity;
+
+typedef enum vcattn_v_format {
+    VCATTN_V_FORMAT_FP32 = 0,
+    VCATTN_V_FORMAT_E4M3_PER_BLOCK,   /* one scale per 128-token block */
+    VCATTN_V_FORMAT_E4M3_PER_CHANNEL, /* one scale per channel per (batch, head) */
+    VCATTN_V_FORMAT_NVFP4             /* 16-token blocks along the key axis */
+} vcattn_v_format;
+
+typedef enum vcattn_p_format {
+    VCATTN_P_FORMAT_FP32 = 0,
+    VCATTN_P_FORMAT_E4M3,    /* FP32 exp2, scaled to the E4M3 max (448), RNE cast */
+    VCATTN_P_FORMAT_EXPCAST, /* ExpCast code straight from the score */
+    VCATTN_P_FORMAT_NVFP4    /* SageAttention3's two-level NVFP4 P */
+} vcattn_p_format;
+
+/* One code path, many methods: a method is a named set of these flags. */
+typedef struct vcattn_method_config {
+    vcattn_qk_format qk_format;
+    vcattn_qk_granularity qk_granularity;
+    int smooth_k;           /* subtract the per-channel token mean of K (per batch, head) */
+    int smooth_q;           /* subtract the per-block mean of Q, add its score term back */
+    vcattn_v_format v_format;
+    int v_smooth;           /* permute K/V by the plan, demean each 128-token block */
+    vcattn_p_format p_format;
+    int rowsum_from_quantized_p; /* l (and the restore's r) from quantized P; else FP32 P */
+} vcattn_method_config;
+
+const char *vcattn_method_name(vcattn_method method); /* "sage2-8bit", NULL if out of range */
+vcattn_status vcattn_method_from_name(const char *name, vcattn_method *method);
+vcattn_status vcattn_method_config_get(vcattn_method method, vcattn_method_config *config);
+
+/* ---- CPU simulation ------------------------------------------------------------
+ * Runs a method with the kernel's tiling (128-query tiles, 128-key blocks,
+ * online softmax) and rounding.  perm: (B, H, Skv) contiguous permutation of
+ * the keys per (batch, head) used when config->v_smooth is set; NULL means
+ * sequence order.  Optional extra outputs: */
+typedef struct vcattn_sim_outputs {
+    float *o_pq_v;      /* (B,H,Sq,D) contiguous: quantized P times the exact V,
+                           normalized like o: splits the error budget */
+    double *row_tv;     /* (B,H,ceil(Sq/tv_row_stride)) total variation of the
+                           normalized quantized probabilities vs the exact ones */
+    int64_t tv_row_stride; /* sample every n-th query row for row_tv (>= 1) */
+} vcattn_sim_outputs;
+
+vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
+                                        const vcattn_method_config *config,
+                                        const int32_t *perm, vcattn_sim_outputs *extra);
+
+/* ---- V-Smooth planner -------------------------------------------------------------
+ * Plain k-means (Lloyd) over the value tokens of each (batch, head);
+ * permutation = stable argsort of the labels (clusters contiguous, ascending
+ * label, original order within a cluster).  Deterministic for a seed. */
+typedef struct vcattn_kmeans_params {
+    int clusters;                /* k >= 1 (default 64) */
+    int iterations;              /* >= 1 (default 8) */
+    uint64_t seed;               /* initial centroids drawn from tokens by this seed */
+    const float *init_centroids; /* optional (B, H, k, D): warm start */
+    int num_threads;
+} vcattn_kmeans_params;
+
+void vcattn_kmeans_params_init(vcattn_kmeans_params *p);
+
+/* v: (B,H,S,D) with strides v_stride (batch, head, seq).  perm: (B,H,S) out.
+ * labels (B,H,S) and centroids (B,H,k,D) are optional outputs. */
+vcattn_status vcattn_vsmooth_plan(const float *v, int64_t batch, int64_t heads, int64_t seq,
+                                  int64_t head_dim, const int64_t v_stride[3],
+                                  const vcattn_kmeans_params *params, int32_t *perm,
+                                  int32_t *labels, float *centroids);
+
+/* Static 3-D cube order over a T x H x W token grid (sequence = t-major
+ * raster): cubes of ct x ch x cw tokens, cube by cube, raster inside. */
+vcattn_status vcattn_cube_permutation(int64_t frames, int64_t height, int64_t width, int64_t ct,
+                                      int64_t ch, int64_t cw, int32_t *perm);
+
+/* Share of block energy the 128-token block mean removes,
+ * 128 |mu_b|^2 / |V_b|_F^2, averaged over full blocks and (batch, head).
+ * perm: (B,H,S) or NULL (sequence order); a perm of one (batch, head) may be
+ * shared by passing perm_stride_bh = 0, else perm_stride_bh = S. */
+vcattn_status vcattn_block_energy_share(const float *v, int64_t batch, int64_t heads, int64_t seq,
+                                        int64_t head_dim, const int64_t v_stride[3],
+                                        const int32_t *perm, int64_t perm_stride_bh,
+                                        double *share);
+
+/* ---- metrics ---------------------------------------------------------------------- */
+
+typedef struct vcattn_fidelity {
+    double rel_l2;    /* |out - ref|_2 / |ref|_2 */
+    double cosine;    /* <out, ref> / (|out| |ref|) */
+    double psnr_db;   /* 20 log10(max|ref| / RMSE) */
+    double max_abs_error;
+} vcattn_fidelity;
+
+vcattn_status vcattn_fidelity_compare(const float *ref, const float *out, int64_t n,
+                                      vcattn_fidelity *f);
+
+/* Eq. (2) of the paper: O - O_q = (P - P_q) V + P_q (V - V_q).
+ * pq_v = P_q V (from vcattn_sim_outputs.o_pq_v).  The value path is
+ * pq_v - out, the probability path ref - pq_v. */
+typedef struct vcattn_error_budget {
+    double value_rel_l2;       /* |P_q (V - V_q)| / |ref| */
+    double probability_rel_l2; /* |(P - P_q) V| / |ref| */
+    double value_share;        /* |value|^2 / (|value|^2 + |probability|^2) */
+} vcattn_error_budget;
+
+vcattn_status vcattn_error_budget_compute(const float *ref, const float *out, const float *pq_v,
+                                          int64_t n, vcattn_error_budget *b);
+
+/* ---- workloads -------------------------------------------------------------------- */
+
+/* Synthetic video-DiT attention inputs; see docs/workload.md for what it models. */
+typedef struct vcattn_workload_params {
+    int64_t batch, heads, frames, height, width, head_dim; /* S = frames*height*width */
+    uint64_t seed;
+    float spatial_correlation;   /* 0..1: how much a token shares its neighbours' content */
+    float temporal_correlation;  /* 0..1: how much a token shares the previous frame's */
+    float k_channel_offset;      /* std of the per-channel constant added to K */
+    float v_outlier_fraction;    /* share of V tokens that are outliers */
+    float v_outlier_scale;       /* outlier magnitude, in units of the V std */
+    int v_outlier_channels;      /* channels an outlier token inflates (vary per head) */
+    float v_channel_offset;      /* std of the per-channel constant added to V */
+} vcattn_workload_params;
+
+/* Defaults: 1 x 2 heads x (8 x 32 x 32 = 8192 tokens) x 128. */
+void vcattn_workload_params_init(vcattn_workload_params *p);
+
+/* q, k, v: (B, H, S, D) contiguous, caller-allocated. */
+vcattn_status vcattn_workload_generate(const vcattn_workload_params *p, float *q, float *k,
+                                       float *v);
+
+/* .npy input: float32, float16 or bfloat16 (stored as uint16, '<u2'),
+ * C order, 4-D (B, H, S, D).  *data is malloc'ed; free it with vcattn_free. */
+vcattn_status vcattn_npy_load(const char *path, float **data, int64_t shape[4]);
+/* Writes a float32 C-order .npy of any rank <= 8. */
+vcattn_status vcattn_npy_save_f32(const char *path, const float *data, int ndim,
+                                  const int64_t *shape);
+void vcattn_free(void *ptr);
+
+/* ---- codecs, exported for bindings and tests --------------------------------------- */
+
+/* Element-wise RNE codes / decoded values of the shared numerics (n >= 0). */
+vcattn_status vcattn_encode_e4m3(const float *x, uint8_t *codes, int64_t n);
+vcattn_status vcattn_decode_e4m3(const uint8_t *codes, float *x, int64_t n);
+vcattn_status vcattn_encode_e2m1(const float *x, uint8_t *codes, int64_t n);
+vcattn_status vcattn_decode_e2m1(const uint8_t *codes, float *x, int64_t n);
+vcattn_status vcattn_round_bf16(const float *x, float *y, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VCATTN_H */

@@ -1,0 +1,57 @@
+/* internal.h - helpers shared by the library's C sources (not public). */
+#ifndef VCATTN_INTERNAL_H
+#define VCATTN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vcattn.h"
+
+#define VC_TILE_Q 128  /* queries per tile (one CTA on the GPU) */
+#define VC_BLOCK_K 128 /* keys per block: the unit of the kernel's loop and of the demean */
+
+/* a * b into *out; 0 on int64 overflow (or a negative operand). */
+static inline int vc_mul_i64(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0) return 0;
+    if (a != 0 && b > INT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* Element count of a (B, H, S, D) tensor, with overflow checks, also against
+ * the byte count of `elem_size`-byte elements. */
+static inline vcattn_status vc_count4(int64_t b, int64_t h, int64_t s, int64_t d, size_t elem_size,
+                                      int64_t *count) {
+    if (b <= 0 || h <= 0 || s <= 0 || d <= 0) return VCATTN_STATUS_BAD_SHAPE;
+    int64_t n;
+    if (!vc_mul_i64(b, h, &n) || !vc_mul_i64(n, s, &n) || !vc_mul_i64(n, d, &n))
+        return VCATTN_STATUS_SIZE_OVERFLOW;
+    if ((uint64_t)n > SIZE_MAX / elem_size || (uint64_t)n > (uint64_t)INT64_MAX / elem_size)
+        return VCATTN_STATUS_SIZE_OVERFLOW;
+    *count = n;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+/* Validates (batch, head, seq) strides of a (B,H,S,D) view with contiguous
+ * D: non-negative, rows of D elements do not overlap, and the largest offset
+ * fits in int64. */
+vcattn_status vc_check_strides(int64_t b, int64_t h, int64_t s, int64_t d, const int64_t stride[3]);
+
+/* Runs fn(ctx, i) for i in [0, n) on up to `threads` threads (0: all cores),
+ * handing out indices dynamically.  Returns 0 on success, -1 if threads
+ * could not be created (then nothing ran on them and the caller may retry). */
+typedef void (*vc_task_fn)(void *ctx, int64_t index, int worker);
+int vc_parallel_for(int64_t n, int threads, vc_task_fn fn, void *ctx);
+/* Workers vc_parallel_for will use for `threads` (resolves 0). */
+int vc_thread_count(int threads);
+
+/* Any NaN/Inf in a strided (B,H,S,D) view? */
+int vc_has_non_finite(const float *x, int64_t b, int64_t h, int64_t s, int64_t d,
+                      const int64_t stride[3]);
+
+static inline const float *vc_row(const float *base, const int64_t stride[3], int64_t b, int64_t h,
+                                  int64_t s) {
+    return base + b * stride[0] + h * stride[1] + s * stride[2];
+}
+
+#endif

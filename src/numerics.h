@@ -1,0 +1,234 @@
+/* numerics.h - the one definition of every low-bit format vcattn uses.
+ *
+ * Compiled as C11 by the CPU library and as CUDA by the kernels, so the CPU
+ * simulation and the GPU cannot drift apart.  Every function is a pure
+ * `VC_HD static inline` function of its arguments.
+ *
+ * Rounding is always round-to-nearest-even (RNE).  Under nvcc `rintf` is RNE;
+ * on the host it follows the current rounding mode, which the library never
+ * changes (FE_TONEAREST is the C default).
+ */
+#ifndef VCATTN_NUMERICS_H
+#define VCATTN_NUMERICS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__CUDACC__)
+#define VC_HD __host__ __device__
+#else
+#define VC_HD
+#endif
+
+/* ---- bit casts ------------------------------------------------------------ */
+
+VC_HD static inline uint32_t vc_f32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+VC_HD static inline float vc_f32_from_bits(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* ---- generic minifloat rounding -------------------------------------------
+ * Rounds |a| (finite, >= 0) to the nearest value of a binary format with
+ * `mbits` explicit mantissa bits and smallest normal exponent `emin`, keeping
+ * subnormals.  Saturation is the caller's job.  All scalings are by powers of
+ * two, hence exact; the single rintf is the only rounding. */
+VC_HD static inline float vc_round_minifloat_abs(float a, int mbits, int emin) {
+    if (a == 0.0f) return 0.0f;
+    int e;
+    (void)frexpf(a, &e); /* a = f * 2^e, f in [0.5, 1) */
+    e -= 1;              /* a = g * 2^e, g in [1, 2) */
+    if (e < emin) e = emin; /* subnormal range: fixed quantum */
+    int shift = mbits - e;  /* quantum is 2^-shift */
+    return ldexpf(rintf(ldexpf(a, shift)), -shift);
+}
+
+/* ---- E4M3 (OCP "fn" variant) ----------------------------------------------
+ * 1 sign, 4 exponent (bias 7), 3 mantissa bits.  No infinity; 0x7F and 0xFF
+ * are NaN; largest finite 448; smallest normal 2^-6; subnormals m * 2^-9.
+ * Encoding saturates (|x| > 448 -> 448), like cvt.rn.satfinite.e4m3x2.f32. */
+#define VC_E4M3_MAX 448.0f
+#define VC_E4M3_NAN 0x7Fu
+
+VC_HD static inline float vc_e4m3_round(float x) {
+    if (x != x) return x;
+    float a = fabsf(x);
+    float r = a > VC_E4M3_MAX ? VC_E4M3_MAX : vc_round_minifloat_abs(a, 3, -6);
+    return x < 0.0f ? -r : r;
+}
+
+VC_HD static inline uint8_t vc_e4m3_encode(float x) {
+    if (x != x) return (uint8_t)VC_E4M3_NAN;
+    uint32_t sign = (vc_f32_bits(x) >> 24) & 0x80u;
+    float r = fabsf(vc_e4m3_round(x));
+    uint32_t code;
+    if (r < 0.015625f) { /* below 2^-6: subnormal, code = m */
+        code = (uint32_t)ldexpf(r, 9);
+    } else {
+        int e;
+        float f = frexpf(r, &e); /* r = f 2^e, f in [0.5,1) */
+        uint32_t m = (uint32_t)(ldexpf(f, 4) - 8.0f); /* 3 mantissa bits, exact */
+        code = ((uint32_t)(e - 1 + 7) << 3) | m;
+    }
+    return (uint8_t)(sign | code);
+}
+
+VC_HD static inline float vc_e4m3_decode(uint8_t c) {
+    uint32_t e = (c >> 3) & 0xFu, m = c & 0x7u;
+    float mag;
+    if (e == 0xFu && m == 0x7u) return vc_f32_from_bits(0x7FC00000u); /* NaN */
+    if (e == 0)
+        mag = ldexpf((float)m, -9);
+    else
+        mag = ldexpf(1.0f + (float)m * 0.125f, (int)e - 7);
+    return (c & 0x80u) ? -mag : mag;
+}
+
+/* ---- E2M1 (FP4, the NVFP4 element) ----------------------------------------
+ * 1 sign, 2 exponent (bias 1), 1 mantissa bit: magnitudes 0 .5 1 1.5 2 3 4 6.
+ * Encoding saturates to 6; NaN has no code and maps to +0 (callers reject
+ * non-finite input before quantizing). */
+#define VC_E2M1_MAX 6.0f
+
+VC_HD static inline float vc_e2m1_round(float x) {
+    if (x != x) return 0.0f;
+    float a = fabsf(x);
+    float r = a >= VC_E2M1_MAX ? VC_E2M1_MAX : vc_round_minifloat_abs(a, 1, 0);
+    if (r > VC_E2M1_MAX) r = VC_E2M1_MAX;
+    return x < 0.0f ? -r : r;
+}
+
+VC_HD static inline uint8_t vc_e2m1_encode(float x) {
+    float r = vc_e2m1_round(x);
+    uint32_t sign = (x == x && (vc_f32_bits(x) >> 31)) ? 0x8u : 0u;
+    float a = fabsf(r);
+    uint32_t code;
+    if (a < 1.0f)
+        code = (uint32_t)(a * 2.0f); /* 0 -> 0, 0.5 -> 1 */
+    else {
+        int e;
+        float f = frexpf(a, &e); /* a = f 2^e */
+        code = ((uint32_t)e << 1) | (uint32_t)(ldexpf(f, 2) - 2.0f);
+    }
+    return (uint8_t)(sign | code);
+}
+
+VC_HD static inline float vc_e2m1_decode(uint8_t c) {
+    uint32_t e = (c >> 1) & 0x3u, m = c & 0x1u;
+    float mag = e == 0 ? 0.5f * (float)m : ldexpf(1.0f + 0.5f * (float)m, (int)e - 1);
+    return (c & 0x8u) ? -mag : mag;
+}
+
+/* ---- NVFP4 -------------------------------------------------------------------
+ * Blocks of 16 E2M1 values along the reduction axis, one E4M3 scale per block
+ * and one FP32 scale per tensor:  x ~= e2m1 * e4m3_scale * tensor_scale.
+ * tensor_scale = amax(tensor) / (448 * 6) puts every block scale inside E4M3. */
+#define VC_NVFP4_BLOCK 16
+
+VC_HD static inline float vc_nvfp4_tensor_scale(float amax) {
+    return amax > 0.0f ? amax / (VC_E4M3_MAX * VC_E2M1_MAX) : 1.0f;
+}
+
+/* Quantize n <= 16 values (stride `stride`) into codes and return the E4M3
+ * block-scale code; the dequantized values are written to `deq` when not NULL. */
+VC_HD static inline uint8_t vc_nvfp4_quantize_block(const float *x, int n, int64_t stride,
+                                                    float tensor_scale, uint8_t *codes,
+                                                    float *deq) {
+    float amax = 0.0f;
+    for (int i = 0; i < n; ++i) amax = fmaxf(amax, fabsf(x[i * stride]));
+    uint8_t sc = vc_e4m3_encode(amax / (VC_E2M1_MAX * tensor_scale));
+    float block_scale = vc_e4m3_decode(sc) * tensor_scale;
+    for (int i = 0; i < n; ++i) {
+        float v = x[i * stride];
+        uint8_t c = block_scale > 0.0f ? vc_e2m1_encode(v / block_scale) : 0;
+        if (codes) codes[i] = c;
+        if (deq) deq[i * stride] = vc_e2m1_decode(c) * block_scale;
+    }
+    return sc;
+}
+
+/* ---- BF16 and FP16 --------------------------------------------------------- */
+
+VC_HD static inline float vc_bf16_round(float x) {
+    uint32_t u = vc_f32_bits(x);
+    if ((u & 0x7F800000u) == 0x7F800000u) return x; /* inf / nan unchanged */
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return vc_f32_from_bits(u & 0xFFFF0000u);
+}
+
+VC_HD static inline uint16_t vc_bf16_bits(float x) {
+    return (uint16_t)(vc_f32_bits(vc_bf16_round(x)) >> 16);
+}
+
+VC_HD static inline float vc_bf16_to_f32(uint16_t b) { return vc_f32_from_bits((uint32_t)b << 16); }
+
+#define VC_FP16_MAX 65504.0f
+
+/* IEEE half, saturating to +-65504 (no infinities are produced). */
+VC_HD static inline float vc_fp16_round(float x) {
+    if (x != x) return x;
+    float a = fabsf(x);
+    float r = a >= VC_FP16_MAX ? VC_FP16_MAX : vc_round_minifloat_abs(a, 10, -14);
+    if (r > VC_FP16_MAX) r = VC_FP16_MAX;
+    return x < 0.0f ? -r : r;
+}
+
+/* half bits -> float (for .npy float16 input) */
+VC_HD static inline float vc_fp16_to_f32(uint16_t h) {
+    uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    float mag;
+    if (e == 0x1Fu) mag = m ? vc_f32_from_bits(0x7FC00000u) : INFINITY;
+    else if (e == 0) mag = ldexpf((float)m, -24);
+    else mag = ldexpf(1.0f + (float)m / 1024.0f, (int)e - 15);
+    return (h & 0x8000u) ? -mag : mag;
+}
+
+/* ---- symmetric INT8 ----------------------------------------------------------
+ * scale = amax / 127, q = clamp(RNE(x * (127 / amax)), -127, 127).  The
+ * reciprocal form is what the quantization kernels compute. */
+VC_HD static inline float vc_int8_scale(float amax) { return amax > 0.0f ? amax / 127.0f : 1.0f; }
+
+VC_HD static inline int8_t vc_int8_quantize(float x, float inv_scale) {
+    float r = rintf(x * inv_scale);
+    if (r > 127.0f) r = 127.0f;
+    if (r < -127.0f) r = -127.0f;
+    return (int8_t)r;
+}
+
+/* ---- ExpCast-FP8 -------------------------------------------------------------
+ * An E4M3 byte read as an integer is ~ 8*log2(value) + 56.  With
+ * u = (s - m) * log2(e) <= 0 and P scaled by 2^8 (row max -> 256 = code 120):
+ *     c(u) = clip[0,120](RNE(8*(u + 8) + 56 + beta)) = clip(RNE(8u + 120 + beta))
+ * beta = -0.35 (minimax -0.3443, rounded as in the paper).  The kernel
+ * evaluates the bracket as ONE fma(a, s, b) with a = 8*log2(e)*scales and
+ * b = 120 + beta - a*m, and rounds it by a magic-number add. */
+#define VC_EXPCAST_BETA (-0.35f)
+#define VC_EXPCAST_MAX_CODE 120
+#define VC_EXPCAST_P_SCALE 256.0f /* value of code 120 */
+
+VC_HD static inline uint8_t vc_expcast_code_from_bracket(float t) {
+    float r = rintf(t);
+    if (r < 0.0f) r = 0.0f;
+    if (r > (float)VC_EXPCAST_MAX_CODE) r = (float)VC_EXPCAST_MAX_CODE;
+    return (uint8_t)r;
+}
+
+/* u in log2 units (u <= 0 relative to the running row max). */
+VC_HD static inline uint8_t vc_expcast_code(float u) {
+    return vc_expcast_code_from_bracket(fmaf(8.0f, u, (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA));
+}
+
+/* The conventional path for comparison: P = 2^u scaled so the max is 256,
+ * FP32 exp then RNE cast to E4M3. */
+VC_HD static inline uint8_t vc_exp_then_cast_code(float u) {
+    return vc_e4m3_encode(exp2f(u) * VC_EXPCAST_P_SCALE);
+}
+
+#endif /* VCATTN_NUMERICS_H */

@@ -1,0 +1,26 @@
+/* status.c - status strings and the version. */
+#include "vcattn.h"
+
+const char *vcattn_status_string(vcattn_status status) {
+    switch (status) {
+    case VCATTN_STATUS_SUCCESS: return "success";
+    case VCATTN_STATUS_NULL_POINTER: return "a required pointer is NULL";
+    case VCATTN_STATUS_BAD_SHAPE: return "bad shape: a size is <= 0 or sizes do not agree";
+    case VCATTN_STATUS_BAD_STRIDE: return "bad stride: negative, or rows would overlap";
+    case VCATTN_STATUS_UNSUPPORTED_HEAD_DIM: return "unsupported head dimension (64 or 128)";
+    case VCATTN_STATUS_SIZE_OVERFLOW: return "size overflow: the tensor is too large to index";
+    case VCATTN_STATUS_NON_FINITE: return "input contains NaN or Inf";
+    case VCATTN_STATUS_INVALID_ARGUMENT: return "invalid argument";
+    case VCATTN_STATUS_OUT_OF_MEMORY: return "out of memory";
+    case VCATTN_STATUS_IO_ERROR: return "file could not be opened, read or written";
+    case VCATTN_STATUS_BAD_FILE_FORMAT: return "unsupported or malformed .npy file";
+    case VCATTN_STATUS_UNSUPPORTED_DEVICE: return "no supported CUDA device (needs sm_90, Hopper)";
+    case VCATTN_STATUS_CUDA_ERROR: return "a CUDA call failed";
+    case VCATTN_STATUS_NOT_BUILT: return "this build of vcattn has no CUDA support";
+    case VCATTN_STATUS_COUNT: break;
+    }
+    return "unknown status";
+}
+
+const char *vcattn_version_string(void) { return "0.1.0"; }
+
