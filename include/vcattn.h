@@ -236,6 +236,21 @@ vcattn_status vcattn_npy_save_f32(const char *path, const float *data, int ndim,
                                   const int64_t *shape);
 void vcattn_free(void *ptr);
 
+/* ---- ExpCast facts, as the shared numerics produce them -----------------------------
+ * Over u = (s - m) log2(e) spread uniformly in log2 inside each doubling of
+ * the normal E4M3 range (u in [-14, 0), P scaled so the row max is 256): */
+typedef struct vcattn_expcast_facts {
+    double agree_share;   /* share where the direct code == FP32 exp then RNE cast */
+    int max_code_diff;    /* largest |direct - exp-then-cast| code difference */
+    double ratio_min;     /* min of value(direct code) / exact value */
+    double ratio_max;     /* max of the same */
+    double row_tv_bound;  /* (sqrt(ratio_max) - sqrt(ratio_min)) / (sqrt(ratio_max) + sqrt(ratio_min)) */
+    double beta;          /* the constant used */
+} vcattn_expcast_facts;
+
+/* samples_per_doubling >= 16 (e.g. 100000). */
+vcattn_status vcattn_expcast_measure(int64_t samples_per_doubling, vcattn_expcast_facts *facts);
+
 /* ---- codecs, exported for bindings and tests --------------------------------------- */
 
 /* Element-wise RNE codes / decoded values of the shared numerics (n >= 0). */

@@ -54,4 +54,7 @@ static inline const float *vc_row(const float *base, const int64_t stride[3], in
     return base + b * stride[0] + h * stride[1] + s * stride[2];
 }
 
+/* 1/sqrt(head_dim) unless the caller set a positive scale. */
+double vc_softmax_scale(const vcattn_attention_params *p);
+
 #endif

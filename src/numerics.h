@@ -56,6 +56,7 @@ VC_HD static inline float vc_round_minifloat_abs(float a, int mbits, int emin) {
  * Encoding saturates (|x| > 448 -> 448), like cvt.rn.satfinite.e4m3x2.f32. */
 #define VC_E4M3_MAX 448.0f
 #define VC_E4M3_NAN 0x7Fu
+#define VC_FP16_MAX 65504.0f
 
 VC_HD static inline float vc_e4m3_round(float x) {
     if (x != x) return x;
@@ -169,7 +170,6 @@ VC_HD static inline uint16_t vc_bf16_bits(float x) {
 
 VC_HD static inline float vc_bf16_to_f32(uint16_t b) { return vc_f32_from_bits((uint32_t)b << 16); }
 
-#define VC_FP16_MAX 65504.0f
 
 /* IEEE half, saturating to +-65504 (no infinities are produced). */
 VC_HD static inline float vc_fp16_round(float x) {
@@ -200,6 +200,34 @@ VC_HD static inline int8_t vc_int8_quantize(float x, float inv_scale) {
     if (r > 127.0f) r = 127.0f;
     if (r < -127.0f) r = -127.0f;
     return (int8_t)r;
+}
+
+/* SageAttention2's per_thread INT8 recipe (its Triton quantizer):
+ * scale = amax / 127 + 1e-7, code = round-half-away-from-zero(x / scale). */
+VC_HD static inline float vc_int8_sage_scale(float amax) { return amax / 127.0f + 1e-7f; }
+
+VC_HD static inline int8_t vc_int8_sage_quantize(float x, float scale) {
+    float r = roundf(x / scale);
+    if (r > 127.0f) r = 127.0f;
+    if (r < -127.0f) r = -127.0f;
+    return (int8_t)r;
+}
+
+/* ---- per-channel E4M3 V scale --------------------------------------------------
+ * scale = amax / 448 and codes e4m3(x * (448 / amax)), as SageAttention2's V
+ * pass computes them.  V-Smooth stores each block mean divided by this scale
+ * in FP16; when a mean would overflow FP16 (a channel whose offset dwarfs its
+ * residual) the scale is raised to mean_amax / 65504 so the mean still fits.
+ * An all-zero channel gets scale 1. */
+VC_HD static inline void vc_v_channel_scale(float amax, float mean_amax, float *scale, float *inv) {
+    float s = amax / VC_E4M3_MAX, i = amax > 0.0f ? VC_E4M3_MAX / amax : 1.0f;
+    if (!(amax > 0.0f)) s = 1.0f;
+    if (mean_amax > s * VC_FP16_MAX) {
+        s = mean_amax / VC_FP16_MAX;
+        i = 1.0f / s;
+    }
+    *scale = s;
+    *inv = i;
 }
 
 /* ---- ExpCast-FP8 -------------------------------------------------------------

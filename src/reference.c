@@ -1,0 +1,151 @@
+/* reference.c - exact attention on the CPU: FP64 scores, softmax and output.
+ * The truth every method is measured against. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p) {
+    if (!p) return VCATTN_STATUS_NULL_POINTER;
+    if (!p->q || !p->k || !p->v || !p->o) return VCATTN_STATUS_NULL_POINTER;
+    if (p->batch <= 0 || p->heads <= 0 || p->seq_q <= 0 || p->seq_kv <= 0 || p->head_dim <= 0)
+        return VCATTN_STATUS_BAD_SHAPE;
+    if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
+    if (p->seq_kv > INT32_MAX || p->seq_q > INT32_MAX) return VCATTN_STATUS_SIZE_OVERFLOW;
+    int64_t n;
+    vcattn_status st = vc_count4(p->batch, p->heads, p->seq_q, p->head_dim, sizeof(double), &n);
+    if (st) return st;
+    st = vc_count4(p->batch, p->heads, p->seq_kv, p->head_dim, sizeof(double), &n);
+    if (st) return st;
+    const int64_t *strides[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    const int64_t seqs[4] = {p->seq_q, p->seq_kv, p->seq_kv, p->seq_q};
+    for (int i = 0; i < 4; ++i) {
+        st = vc_check_strides(p->batch, p->heads, seqs[i], p->head_dim, strides[i]);
+        if (st) return st;
+    }
+    if (!(p->softmax_scale <= 0.0 || isfinite(p->softmax_scale))) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (p->num_threads < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+static void set_contiguous(int64_t stride[3], int64_t heads, int64_t seq, int64_t dim) {
+    stride[2] = dim;
+    stride[1] = seq * dim;
+    stride[0] = heads * seq * dim;
+}
+
+void vcattn_attention_params_init(vcattn_attention_params *p, int64_t batch, int64_t heads,
+                                  int64_t seq_q, int64_t seq_kv, int64_t head_dim,
+                                  const float *q, const float *k, const float *v, float *o) {
+    if (!p) return;
+    p->batch = batch;
+    p->heads = heads;
+    p->seq_q = seq_q;
+    p->seq_kv = seq_kv;
+    p->head_dim = head_dim;
+    p->q = q;
+    p->k = k;
+    p->v = v;
+    p->o = o;
+    set_contiguous(p->q_stride, heads, seq_q, head_dim);
+    set_contiguous(p->k_stride, heads, seq_kv, head_dim);
+    set_contiguous(p->v_stride, heads, seq_kv, head_dim);
+    set_contiguous(p->o_stride, heads, seq_q, head_dim);
+    p->lse = NULL;
+    p->softmax_scale = 0.0;
+    p->num_threads = 0;
+}
+
+double vc_softmax_scale(const vcattn_attention_params *p) {
+    return p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
+}
+
+/* Work item: 32 query rows of one (batch, head). */
+#define REF_ROWS 32
+
+typedef struct {
+    const vcattn_attention_params *p;
+    double scale;
+    int64_t row_tiles;
+    double *scratch; /* per worker: REF_ROWS * Skv scores + REF_ROWS * D output */
+} ref_ctx;
+
+static void ref_task(void *vctx, int64_t index, int worker) {
+    ref_ctx *c = (ref_ctx *)vctx;
+    const vcattn_attention_params *p = c->p;
+    const int64_t D = p->head_dim, Skv = p->seq_kv;
+    int64_t bh = index / c->row_tiles, tile = index % c->row_tiles;
+    int64_t b = bh / p->heads, h = bh % p->heads;
+    int64_t r0 = tile * REF_ROWS, r1 = r0 + REF_ROWS < p->seq_q ? r0 + REF_ROWS : p->seq_q;
+    double *scores = c->scratch + (size_t)worker * (size_t)(REF_ROWS * (Skv + D));
+    double *acc = scores + REF_ROWS * Skv;
+
+    double qd[REF_ROWS][128];
+    for (int64_t r = r0; r < r1; ++r) {
+        const float *q = vc_row(p->q, p->q_stride, b, h, r);
+        for (int64_t d = 0; d < D; ++d) qd[r - r0][d] = (double)q[d] * c->scale;
+    }
+    double mx[REF_ROWS];
+    for (int64_t r = 0; r < r1 - r0; ++r) mx[r] = -INFINITY;
+    for (int64_t j = 0; j < Skv; ++j) {
+        const float *k = vc_row(p->k, p->k_stride, b, h, j);
+        double kd[128];
+        for (int64_t d = 0; d < D; ++d) kd[d] = (double)k[d];
+        for (int64_t r = 0; r < r1 - r0; ++r) {
+            double s = 0.0;
+            for (int64_t d = 0; d < D; ++d) s += qd[r][d] * kd[d];
+            scores[r * Skv + j] = s;
+            if (s > mx[r]) mx[r] = s;
+        }
+    }
+    double sum[REF_ROWS];
+    for (int64_t r = 0; r < r1 - r0; ++r) {
+        double l = 0.0;
+        for (int64_t j = 0; j < Skv; ++j) {
+            double e = exp(scores[r * Skv + j] - mx[r]);
+            scores[r * Skv + j] = e;
+            l += e;
+        }
+        sum[r] = l;
+        for (int64_t d = 0; d < D; ++d) acc[r * D + d] = 0.0;
+    }
+    for (int64_t j = 0; j < Skv; ++j) {
+        const float *v = vc_row(p->v, p->v_stride, b, h, j);
+        double vd[128];
+        for (int64_t d = 0; d < D; ++d) vd[d] = (double)v[d];
+        for (int64_t r = 0; r < r1 - r0; ++r) {
+            double e = scores[r * Skv + j];
+            double *a = acc + r * D;
+            for (int64_t d = 0; d < D; ++d) a[d] += e * vd[d];
+        }
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+        float *o = p->o + b * p->o_stride[0] + h * p->o_stride[1] + r * p->o_stride[2];
+        double inv = 1.0 / sum[r - r0];
+        for (int64_t d = 0; d < D; ++d) o[d] = (float)(acc[(r - r0) * D + d] * inv);
+        if (p->lse) p->lse[(b * p->heads + h) * p->seq_q + r] = (float)(mx[r - r0] + log(sum[r - r0]));
+    }
+}
+
+vcattn_status vcattn_reference_attention(const vcattn_attention_params *p) {
+    vcattn_status st = vcattn_attention_params_validate(p);
+    if (st) return st;
+    if (vc_has_non_finite(p->q, p->batch, p->heads, p->seq_q, p->head_dim, p->q_stride) ||
+        vc_has_non_finite(p->k, p->batch, p->heads, p->seq_kv, p->head_dim, p->k_stride) ||
+        vc_has_non_finite(p->v, p->batch, p->heads, p->seq_kv, p->head_dim, p->v_stride))
+        return VCATTN_STATUS_NON_FINITE;
+    ref_ctx c;
+    c.p = p;
+    c.scale = vc_softmax_scale(p);
+    c.row_tiles = (p->seq_q + REF_ROWS - 1) / REF_ROWS;
+    int workers = vc_thread_count(p->num_threads);
+    int64_t per_worker;
+    if (!vc_mul_i64(REF_ROWS, p->seq_kv + p->head_dim, &per_worker) ||
+        (uint64_t)per_worker > SIZE_MAX / sizeof(double) / (uint64_t)workers)
+        return VCATTN_STATUS_SIZE_OVERFLOW;
+    c.scratch = (double *)malloc((size_t)per_worker * (size_t)workers * sizeof(double));
+    if (!c.scratch) return VCATTN_STATUS_OUT_OF_MEMORY;
+    vc_parallel_for(p->batch * p->heads * c.row_tiles, workers, ref_task, &c);
+    free(c.scratch);
+    return VCATTN_STATUS_SUCCESS;
+}

@@ -1,0 +1,605 @@
+/* simulate.c - the CPU simulation of every low-bit method: one code path,
+ * configured by vcattn_method_config flags.
+ *
+ * It follows the kernel's structure: per (batch, head) the K and V passes
+ * (smoothing, V-Smooth permutation and block demean, quantization), then
+ * 128-query tiles that walk the 128-key blocks with an online softmax, a
+ * fresh accumulator per block folded into the running output (two-level
+ * accumulation) and, for V-Smooth, the mean restore of eq. (6):
+ *     O <- alpha*O + P_q R_q + r mu^T,   l <- alpha*l + r.
+ *
+ * Arithmetic: dot products accumulate in double (exact for INT8 codes, and
+ * within rounding of the tensor core's FP32 accumulator otherwise).  Where the
+ * kernel rounds a per-score quantity to FP32 (the scaled score, the running
+ * max, exp2, the ExpCast bracket) the simulation rounds too, through R().
+ * When nothing is quantized R() is the identity and the whole path is FP64:
+ * that is how the tests show the permutation and the mean restore are exact.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "numerics.h"
+
+#define LOG2E 1.4426950408889634
+#define LN2 0.6931471805599453
+/* SageAttention2 stores the row max as max - 8.807 so exp2 lands at <= 448 */
+#define SAGE2_P_LOG2_OFFSET 8.807f
+/* SageAttention3 scales P by 448*6 = 2^11.3923 before its NVFP4 quantization */
+#define SAGE3_P_LOG2_OFFSET 11.3923f
+
+/* ---- per-(batch, head) prepared operands ------------------------------------------ */
+
+typedef struct {
+    int64_t nblk;      /* key blocks (Skv rounded up to 128) */
+    double *kt;        /* [nblk][D][128] K code values (or dequantized), transposed per block */
+    float *kscale;     /* [nblk*128] per-key dequantization scale (1 when folded into kt) */
+    float *ksm;        /* [nblk*128][D] smoothed, permuted K in FP32 (for Q smoothing's delta) */
+    double *vq;        /* [nblk*128][D] V (or the residual) in channel-scale units */
+    double *vexact;    /* [nblk*128][D] the exact permuted V (error budget) */
+    double *mu;        /* [nblk][D] block means in channel-scale units (0 without V-Smooth) */
+    double chan_scale[128];
+    double kmean[128]; /* K channel mean (0 without K smoothing) */
+    const int32_t *perm; /* permuted position -> original token, NULL = identity */
+} head_data;
+
+typedef struct {
+    const vcattn_attention_params *p;
+    const vcattn_method_config *cfg;
+    vcattn_sim_outputs *extra;
+    head_data hd;
+    int64_t b, h;
+    int64_t tiles;
+    int fp32_pipeline;   /* round per-score quantities like the kernel does */
+    double sml2e;        /* softmax scale * log2(e), the score -> log2 factor */
+    float p_log2_offset; /* subtracted from the row max (P's static scale) */
+    double lse_log2_bias;
+    vcattn_status status;
+    /* per-worker scratch */
+    double **scratch;
+    size_t scratch_doubles;
+} sim_ctx;
+
+static inline double R(const sim_ctx *c, double x) { return c->fp32_pipeline ? (double)(float)x : x; }
+
+static inline int64_t orig_token(const head_data *hd, int64_t j) { return hd->perm ? hd->perm[j] : j; }
+
+/* Q/K scale groups.  SageAttention2 "per_thread" on sm90: a Q scale covers
+ * rows {16w+g, 16w+g+8} of each 64-row block (w = warp, g = lane/4, the rows
+ * a thread owns in the wgmma accumulator); a K scale covers the keys
+ * {8j+2t, 8j+2t+1} of a 128-key block (t = lane%4, the accumulator columns). */
+static inline int64_t q_group_of_row(vcattn_qk_granularity g, int64_t row_in_tile) {
+    if (g == VCATTN_QK_GRANULARITY_THREAD) {
+        int64_t blk = row_in_tile / 64, r = row_in_tile % 64;
+        return blk * 32 + (r / 16) * 8 + (r % 8);
+    }
+    return 0;
+}
+
+static inline int64_t k_group_of_key(vcattn_qk_granularity g, int64_t key_in_block) {
+    return g == VCATTN_QK_GRANULARITY_THREAD ? (key_in_block % 8) / 2 : 0;
+}
+
+/* Quantizes rows[0..n) (each D floats, row i in group group_of[i]) of a Q
+ * tile or a K block to code values `codes` (row-major [n][D]) and per-row
+ * scales.  Rows >= valid are zero padding. */
+static void quantize_qk_rows(const vcattn_method_config *cfg, const float *rows, int64_t n,
+                             int64_t D, const int64_t *group_of, int64_t groups, double *codes,
+                             float *row_scale) {
+    float amax[64];
+    for (int64_t g = 0; g < groups; ++g) amax[g] = 0.0f;
+    if (cfg->qk_format == VCATTN_QK_FORMAT_INT8 || cfg->qk_format == VCATTN_QK_FORMAT_E4M3)
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t d = 0; d < D; ++d)
+                amax[group_of[i]] = fmaxf(amax[group_of[i]], fabsf(rows[i * D + d]));
+    for (int64_t i = 0; i < n; ++i) {
+        const float *x = rows + i * D;
+        double *out = codes + i * D;
+        float a = amax[group_of[i]];
+        switch (cfg->qk_format) {
+        case VCATTN_QK_FORMAT_INT8: {
+            /* per_thread (Triton) and per-block share the formula */
+            float s = vc_int8_sage_scale(a);
+            for (int64_t d = 0; d < D; ++d) out[d] = (double)vc_int8_sage_quantize(x[d], s);
+            row_scale[i] = s;
+            break;
+        }
+        case VCATTN_QK_FORMAT_E4M3: {
+            float inv = a > 0.0f ? VC_E4M3_MAX / a : 1.0f;
+            for (int64_t d = 0; d < D; ++d) out[d] = (double)vc_e4m3_round(x[d] * inv);
+            row_scale[i] = a > 0.0f ? a / VC_E4M3_MAX : 1.0f;
+            break;
+        }
+        case VCATTN_QK_FORMAT_NVFP4: {
+            /* SageAttention3: 16 along D, E4M3 block scale amax/6, no tensor scale */
+            float deq[VC_NVFP4_BLOCK];
+            for (int64_t d0 = 0; d0 < D; d0 += VC_NVFP4_BLOCK) {
+                (void)vc_nvfp4_quantize_block(x + d0, VC_NVFP4_BLOCK, 1, 1.0f, NULL, deq);
+                for (int d = 0; d < VC_NVFP4_BLOCK; ++d) out[d0 + d] = (double)deq[d];
+            }
+            row_scale[i] = 1.0f;
+            break;
+        }
+        case VCATTN_QK_FORMAT_FP32:
+        default:
+            for (int64_t d = 0; d < D; ++d) out[d] = (double)x[d];
+            row_scale[i] = 1.0f;
+            break;
+        }
+    }
+}
+
+/* ---- the K and V passes ------------------------------------------------------------ */
+
+static void head_data_free(head_data *hd) {
+    free(hd->kt);
+    free(hd->kscale);
+    free(hd->ksm);
+    free(hd->vq);
+    free(hd->vexact);
+    free(hd->mu);
+    memset(hd, 0, sizeof *hd);
+}
+
+static vcattn_status head_data_alloc(head_data *hd, int64_t Skv, int64_t D) {
+    memset(hd, 0, sizeof *hd);
+    hd->nblk = (Skv + VC_BLOCK_K - 1) / VC_BLOCK_K;
+    size_t keys = (size_t)hd->nblk * VC_BLOCK_K;
+    hd->kt = (double *)calloc(keys * (size_t)D, sizeof(double));
+    hd->kscale = (float *)calloc(keys, sizeof(float));
+    hd->ksm = (float *)calloc(keys * (size_t)D, sizeof(float));
+    hd->vq = (double *)calloc(keys * (size_t)D, sizeof(double));
+    hd->vexact = (double *)calloc(keys * (size_t)D, sizeof(double));
+    hd->mu = (double *)calloc((size_t)hd->nblk * (size_t)D, sizeof(double));
+    if (!hd->kt || !hd->kscale || !hd->ksm || !hd->vq || !hd->vexact || !hd->mu) {
+        head_data_free(hd);
+        return VCATTN_STATUS_OUT_OF_MEMORY;
+    }
+    return VCATTN_STATUS_SUCCESS;
+}
+
+static void prepare_k(sim_ctx *c) {
+    const vcattn_attention_params *p = c->p;
+    const vcattn_method_config *cfg = c->cfg;
+    head_data *hd = &c->hd;
+    const int64_t D = p->head_dim, Skv = p->seq_kv;
+
+    /* K smoothing: the channel mean over all tokens (softmax is shift-invariant
+     * per row; the LSE gets q . mean back in the epilogue) */
+    for (int64_t d = 0; d < D; ++d) hd->kmean[d] = 0.0;
+    if (cfg->smooth_k) {
+        for (int64_t j = 0; j < Skv; ++j) {
+            const float *k = vc_row(p->k, p->k_stride, c->b, c->h, j);
+            for (int64_t d = 0; d < D; ++d) hd->kmean[d] += k[d];
+        }
+        for (int64_t d = 0; d < D; ++d) hd->kmean[d] = (double)(float)(hd->kmean[d] / (double)Skv);
+    }
+    for (int64_t j = 0; j < Skv; ++j) {
+        const float *k = vc_row(p->k, p->k_stride, c->b, c->h, orig_token(hd, j));
+        for (int64_t d = 0; d < D; ++d) hd->ksm[j * D + d] = (float)(k[d] - hd->kmean[d]);
+    }
+
+    int64_t group_of[VC_BLOCK_K];
+    for (int64_t j = 0; j < VC_BLOCK_K; ++j) group_of[j] = k_group_of_key(cfg->qk_granularity, j);
+    int64_t groups = cfg->qk_granularity == VCATTN_QK_GRANULARITY_THREAD ? 4 : 1;
+    double codes[VC_BLOCK_K * 128];
+    for (int64_t kb = 0; kb < hd->nblk; ++kb) {
+        /* the zero padding past Skv is already in ksm (calloc) */
+        quantize_qk_rows(cfg, hd->ksm + kb * VC_BLOCK_K * D, VC_BLOCK_K, D, group_of, groups, codes,
+                         hd->kscale + kb * VC_BLOCK_K);
+        double *kt = hd->kt + kb * D * VC_BLOCK_K;
+        for (int64_t j = 0; j < VC_BLOCK_K; ++j)
+            for (int64_t d = 0; d < D; ++d) kt[d * VC_BLOCK_K + j] = codes[j * D + d];
+    }
+}
+
+static void prepare_v(sim_ctx *c) {
+    const vcattn_attention_params *p = c->p;
+    const vcattn_method_config *cfg = c->cfg;
+    head_data *hd = &c->hd;
+    const int64_t D = p->head_dim, Skv = p->seq_kv;
+
+    for (int64_t j = 0; j < Skv; ++j) {
+        const float *v = vc_row(p->v, p->v_stride, c->b, c->h, orig_token(hd, j));
+        for (int64_t d = 0; d < D; ++d) hd->vexact[j * D + d] = v[d];
+    }
+    /* V-Smooth demean: each 128-token block subtracts its own mean (over its
+     * valid tokens); vq holds the residual until it is quantized */
+    double *x = hd->vq;
+    memcpy(x, hd->vexact, sizeof(double) * (size_t)(Skv * D));
+    for (int64_t kb = 0; kb < hd->nblk; ++kb) {
+        double *mu = hd->mu + kb * D;
+        int64_t j0 = kb * VC_BLOCK_K, j1 = j0 + VC_BLOCK_K < Skv ? j0 + VC_BLOCK_K : Skv;
+        for (int64_t d = 0; d < D; ++d) mu[d] = 0.0;
+        if (!cfg->v_smooth) continue;
+        for (int64_t j = j0; j < j1; ++j)
+            for (int64_t d = 0; d < D; ++d) mu[d] += x[j * D + d];
+        for (int64_t d = 0; d < D; ++d) mu[d] = R(c, mu[d] / (double)(j1 - j0));
+        for (int64_t j = j0; j < j1; ++j)
+            for (int64_t d = 0; d < D; ++d) x[j * D + d] = R(c, x[j * D + d] - mu[d]);
+    }
+
+    for (int64_t d = 0; d < D; ++d) hd->chan_scale[d] = 1.0;
+    switch (cfg->v_format) {
+    case VCATTN_V_FORMAT_E4M3_PER_CHANNEL:
+        for (int64_t d = 0; d < D; ++d) {
+            float amax = 0.0f, mu_amax = 0.0f, scale, inv;
+            for (int64_t j = 0; j < Skv; ++j) amax = fmaxf(amax, fabsf((float)x[j * D + d]));
+            for (int64_t kb = 0; kb < hd->nblk; ++kb) mu_amax = fmaxf(mu_amax, fabsf((float)hd->mu[kb * D + d]));
+            vc_v_channel_scale(amax, mu_amax, &scale, &inv);
+            hd->chan_scale[d] = scale;
+            for (int64_t j = 0; j < Skv; ++j) x[j * D + d] = vc_e4m3_round((float)x[j * D + d] * inv);
+            /* means stored divided by the channel scale, in 16 bits */
+            for (int64_t kb = 0; kb < hd->nblk; ++kb)
+                hd->mu[kb * D + d] = vc_fp16_round((float)hd->mu[kb * D + d] / scale);
+        }
+        break;
+    case VCATTN_V_FORMAT_E4M3_PER_BLOCK:
+        for (int64_t kb = 0; kb < hd->nblk; ++kb) {
+            int64_t j0 = kb * VC_BLOCK_K, j1 = j0 + VC_BLOCK_K < Skv ? j0 + VC_BLOCK_K : Skv;
+            float amax = 0.0f;
+            for (int64_t j = j0; j < j1; ++j)
+                for (int64_t d = 0; d < D; ++d) amax = fmaxf(amax, fabsf((float)x[j * D + d]));
+            float inv = amax > 0.0f ? VC_E4M3_MAX / amax : 1.0f;
+            float scale = amax > 0.0f ? amax / VC_E4M3_MAX : 1.0f;
+            for (int64_t j = j0; j < j1; ++j)
+                for (int64_t d = 0; d < D; ++d)
+                    x[j * D + d] = (double)(vc_e4m3_round((float)x[j * D + d] * inv) * scale);
+            for (int64_t d = 0; d < D; ++d) hd->mu[kb * D + d] = vc_fp16_round((float)hd->mu[kb * D + d]);
+        }
+        break;
+    case VCATTN_V_FORMAT_NVFP4: {
+        /* 16 consecutive tokens per channel share an E4M3 scale (V^T is K-major) */
+        int64_t keys = hd->nblk * VC_BLOCK_K;
+        float col[VC_NVFP4_BLOCK], deq[VC_NVFP4_BLOCK];
+        for (int64_t d = 0; d < D; ++d)
+            for (int64_t j0 = 0; j0 < keys; j0 += VC_NVFP4_BLOCK) {
+                for (int i = 0; i < VC_NVFP4_BLOCK; ++i) col[i] = (float)x[(j0 + i) * D + d];
+                (void)vc_nvfp4_quantize_block(col, VC_NVFP4_BLOCK, 1, 1.0f, NULL, deq);
+                for (int i = 0; i < VC_NVFP4_BLOCK; ++i) x[(j0 + i) * D + d] = deq[i];
+            }
+        for (int64_t i = 0; i < hd->nblk * D; ++i) hd->mu[i] = vc_fp16_round((float)hd->mu[i]);
+        break;
+    }
+    case VCATTN_V_FORMAT_FP32:
+    default:
+        break;
+    }
+}
+
+/* ---- one 128-query tile ---------------------------------------------------------------- */
+
+typedef struct {
+    double *qc;      /* [128][D] Q code values */
+    double *s;       /* [128][128] block scores */
+    double *o, *oe;  /* [128][D] running output, and P_q times exact V */
+    double *pq;      /* [128] one row's quantized P */
+    double *acc;     /* [D] */
+    float *delta;    /* [nblk*128] Q-smoothing score term per key */
+    float *pstore;   /* [128][nblk*128] quantized P of sampled rows (row_tv) */
+    double *mstore;  /* [128][nblk] running max at each block (row_tv) */
+} tile_scratch;
+
+static size_t tile_scratch_doubles(int64_t D, int64_t nblk, int want_tv) {
+    size_t keys = (size_t)nblk * VC_BLOCK_K;
+    size_t n = 128 * (size_t)D * 3 + 128 * 128 + 128 + (size_t)D + keys / 2 + 1;
+    if (want_tv) n += 128 * keys / 2 + 1 + 128 * (size_t)nblk;
+    return n;
+}
+
+static tile_scratch tile_scratch_carve(double *base, int64_t D, int64_t nblk, int want_tv) {
+    tile_scratch t;
+    size_t keys = (size_t)nblk * VC_BLOCK_K;
+    t.qc = base;
+    t.s = t.qc + 128 * D;
+    t.o = t.s + 128 * 128;
+    t.oe = t.o + 128 * D;
+    t.pq = t.oe + 128 * D;
+    t.acc = t.pq + 128;
+    t.delta = (float *)(t.acc + D);
+    double *next = t.acc + D + keys / 2 + 1;
+    t.pstore = want_tv ? (float *)next : NULL;
+    t.mstore = want_tv ? next + 128 * keys / 2 + 1 : NULL;
+    return t;
+}
+
+/* Exact softmax probabilities of one query row vs the simulated ones: the
+ * row's total variation 0.5 * sum |p - p_q / l|. */
+static double row_total_variation(const sim_ctx *c, int64_t row, const float *pstore,
+                                  const double *mstore, double m_final, double l) {
+    const vcattn_attention_params *p = c->p;
+    const head_data *hd = &c->hd;
+    const int64_t D = p->head_dim, Skv = p->seq_kv;
+    const float *q = vc_row(p->q, p->q_stride, c->b, c->h, row);
+    double scale = vc_softmax_scale(p), mx = -INFINITY, sum = 0.0, tv = 0.0;
+    double *s = (double *)malloc(sizeof(double) * (size_t)Skv);
+    if (!s) return NAN;
+    for (int64_t j = 0; j < Skv; ++j) {
+        const float *k = vc_row(p->k, p->k_stride, c->b, c->h, orig_token(hd, j));
+        double dot = 0.0;
+        for (int64_t d = 0; d < D; ++d) dot += (double)q[d] * k[d];
+        s[j] = dot * scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    for (int64_t j = 0; j < Skv; ++j) sum += exp(s[j] - mx);
+    for (int64_t j = 0; j < Skv; ++j) {
+        double pe = exp(s[j] - mx) / sum;
+        double pqn = (double)pstore[j] * exp2(mstore[j / VC_BLOCK_K] - m_final) / l;
+        tv += fabs(pe - pqn);
+    }
+    free(s);
+    return 0.5 * tv;
+}
+
+static void tile_task(void *vctx, int64_t tile, int worker) {
+    sim_ctx *c = (sim_ctx *)vctx;
+    const vcattn_attention_params *p = c->p;
+    const vcattn_method_config *cfg = c->cfg;
+    const head_data *hd = &c->hd;
+    const int64_t D = p->head_dim, Skv = p->seq_kv, Sq = p->seq_q;
+    const int64_t q0 = tile * VC_TILE_Q;
+    const int64_t rows = Sq - q0 < VC_TILE_Q ? Sq - q0 : VC_TILE_Q;
+    const int want_tv = c->extra && c->extra->row_tv;
+    tile_scratch t = tile_scratch_carve(c->scratch[worker], D, hd->nblk, want_tv);
+
+    /* ---- Q: load (zero padding past Sq), smooth, quantize ---- */
+    float qraw[VC_TILE_Q * 128];
+    memset(qraw, 0, sizeof qraw);
+    for (int64_t i = 0; i < rows; ++i)
+        memcpy(qraw + i * D, vc_row(p->q, p->q_stride, c->b, c->h, q0 + i), sizeof(float) * (size_t)D);
+    int64_t keys = hd->nblk * VC_BLOCK_K;
+    for (int64_t j = 0; j < keys; ++j) t.delta[j] = 0.0f;
+    if (cfg->smooth_q) {
+        /* SageAttention3: subtract the tile's mean (padding rows included) and
+         * add its score term delta_j = mean . k_j back before the softmax */
+        float qm[128];
+        for (int64_t d = 0; d < D; ++d) {
+            double s = 0.0;
+            for (int64_t i = 0; i < VC_TILE_Q; ++i) s += qraw[i * D + d];
+            qm[d] = (float)(s / VC_TILE_Q);
+        }
+        for (int64_t i = 0; i < VC_TILE_Q; ++i)
+            for (int64_t d = 0; d < D; ++d) qraw[i * D + d] -= qm[d];
+        for (int64_t j = 0; j < Skv; ++j) {
+            double s = 0.0;
+            for (int64_t d = 0; d < D; ++d) s += (double)qm[d] * hd->ksm[j * D + d];
+            t.delta[j] = (float)R(c, s);
+        }
+    }
+    int64_t group_of[VC_TILE_Q];
+    for (int64_t i = 0; i < VC_TILE_Q; ++i) group_of[i] = q_group_of_row(cfg->qk_granularity, i);
+    int64_t groups = cfg->qk_granularity == VCATTN_QK_GRANULARITY_THREAD ? 64 : 1;
+    float qscale[VC_TILE_Q];
+    quantize_qk_rows(cfg, qraw, VC_TILE_Q, D, group_of, groups, t.qc, qscale);
+
+    double m[VC_TILE_Q], l[VC_TILE_Q], cq[VC_TILE_Q];
+    for (int64_t i = 0; i < rows; ++i) {
+        m[i] = -INFINITY;
+        l[i] = 0.0;
+        cq[i] = R(c, (double)c->sml2e * qscale[i]);
+    }
+    memset(t.o, 0, sizeof(double) * (size_t)(128 * D));
+    memset(t.oe, 0, sizeof(double) * (size_t)(128 * D));
+
+    for (int64_t kb = 0; kb < hd->nblk; ++kb) {
+        const int64_t j0 = kb * VC_BLOCK_K;
+        const int64_t nvalid = Skv - j0 < VC_BLOCK_K ? Skv - j0 : VC_BLOCK_K;
+        const double *kt = hd->kt + kb * D * VC_BLOCK_K;
+        const float *ks = hd->kscale + j0;
+        const double *vq = hd->vq + j0 * D, *ve = hd->vexact + j0 * D, *mu = hd->mu + kb * D;
+
+        /* S = Q K^T for the block (vectorized over keys) */
+        for (int64_t i = 0; i < rows; ++i) {
+            double *s = t.s + i * VC_BLOCK_K;
+            for (int64_t j = 0; j < VC_BLOCK_K; ++j) s[j] = 0.0;
+            for (int64_t d = 0; d < D; ++d) {
+                double qv = t.qc[i * D + d];
+                const double *kr = kt + d * VC_BLOCK_K;
+                for (int64_t j = 0; j < VC_BLOCK_K; ++j) s[j] += qv * kr[j];
+            }
+        }
+
+        for (int64_t i = 0; i < rows; ++i) {
+            const double *s = t.s + i * VC_BLOCK_K;
+            double tt[VC_BLOCK_K], cc[VC_BLOCK_K], sd[VC_BLOCK_K];
+            double rowmax = -INFINITY;
+            for (int64_t j = 0; j < nvalid; ++j) {
+                sd[j] = R(c, t.delta[j0 + j] + s[j]); /* the accumulator the kernel holds */
+                cc[j] = R(c, cq[i] * ks[j]);          /* per (row group, key group) factor */
+                tt[j] = R(c, sd[j] * cc[j]);          /* score in log2 units */
+                if (tt[j] > rowmax) rowmax = tt[j];
+            }
+            double m_new = fmax(m[i], R(c, rowmax - c->p_log2_offset));
+            double alpha = m[i] == -INFINITY ? 0.0 : R(c, exp2(R(c, m[i] - m_new)));
+            double lsum = 0.0, r = 0.0;
+            double *pq = t.pq;
+            switch (cfg->p_format) {
+            case VCATTN_P_FORMAT_EXPCAST: {
+                /* ONE fma per score: c = clip(RNE(8 * (t - m) + 120 + beta)) */
+                float b = (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA - 8.0f * (float)m_new;
+                for (int64_t j = 0; j < nvalid; ++j) {
+                    uint8_t code = vc_expcast_code_from_bracket(fmaf(8.0f * (float)cc[j], (float)sd[j], b));
+                    pq[j] = vc_e4m3_decode(code);
+                    lsum += R(c, exp2(R(c, tt[j] - m_new))) * VC_EXPCAST_P_SCALE;
+                }
+                break;
+            }
+            case VCATTN_P_FORMAT_E4M3:
+                for (int64_t j = 0; j < nvalid; ++j) {
+                    double e = R(c, exp2(R(c, tt[j] - m_new)));
+                    lsum += e;
+                    pq[j] = vc_e4m3_round((float)e);
+                }
+                break;
+            case VCATTN_P_FORMAT_NVFP4:
+                /* SageAttention3's two levels: P~ = 2688 * 2^(t - m); per 16
+                 * keys sf = max/6 (FP32), codes e2m1(P~ / sf), the MMA
+                 * dequantizes with sf rounded to E4M3 */
+                for (int64_t j = 0; j < nvalid; ++j) {
+                    pq[j] = R(c, exp2(R(c, tt[j] - m_new)));
+                    lsum += pq[j];
+                }
+                for (int64_t j = nvalid; j < VC_BLOCK_K; ++j) pq[j] = 0.0;
+                for (int64_t g = 0; g < nvalid; g += VC_NVFP4_BLOCK) {
+                    float mx = 0.0f;
+                    for (int k = 0; k < VC_NVFP4_BLOCK; ++k) mx = fmaxf(mx, (float)pq[g + k]);
+                    float sf = mx / VC_E2M1_MAX, sfq = vc_e4m3_round(sf);
+                    for (int k = 0; k < VC_NVFP4_BLOCK; ++k)
+                        pq[g + k] = sf > 0.0f ? vc_e2m1_round((float)pq[g + k] / sf) * sfq : 0.0f;
+                }
+                break;
+            case VCATTN_P_FORMAT_FP32:
+            default:
+                for (int64_t j = 0; j < nvalid; ++j) {
+                    pq[j] = R(c, exp2(R(c, tt[j] - m_new)));
+                    lsum += pq[j];
+                }
+                break;
+            }
+            for (int64_t j = 0; j < nvalid; ++j) r += pq[j];
+            r = R(c, r);
+            l[i] = R(c, alpha * l[i] + (cfg->rowsum_from_quantized_p ? r : R(c, lsum)));
+
+            /* P V for this block into a fresh accumulator, then one fold:
+             * O = alpha*O + acc + r*mu   (mu = 0 without V-Smooth) */
+            double *acc = t.acc, *o = t.o + i * D, *oe = t.oe + i * D;
+            for (int64_t d = 0; d < D; ++d) acc[d] = 0.0;
+            for (int64_t j = 0; j < nvalid; ++j) {
+                double w = pq[j];
+                if (w == 0.0) continue;
+                const double *vr = vq + j * D;
+                for (int64_t d = 0; d < D; ++d) acc[d] += w * vr[d];
+            }
+            for (int64_t d = 0; d < D; ++d) o[d] = R(c, R(c, alpha * o[d] + R(c, acc[d])) + r * mu[d]);
+            for (int64_t d = 0; d < D; ++d) oe[d] *= alpha;
+            for (int64_t j = 0; j < nvalid; ++j) {
+                double w = pq[j];
+                if (w == 0.0) continue;
+                const double *vr = ve + j * D;
+                for (int64_t d = 0; d < D; ++d) oe[d] += w * vr[d];
+            }
+            if (want_tv) {
+                float *ps = t.pstore + i * keys;
+                for (int64_t j = 0; j < nvalid; ++j) ps[j0 + j] = (float)pq[j];
+                t.mstore[i * hd->nblk + kb] = m_new;
+            }
+            m[i] = m_new;
+        }
+    }
+
+    /* ---- epilogue: normalize, channel scale, LSE ---- */
+    for (int64_t i = 0; i < rows; ++i) {
+        const int64_t row = q0 + i;
+        float *out = p->o + c->b * p->o_stride[0] + c->h * p->o_stride[1] + row * p->o_stride[2];
+        double inv_l = 1.0 / l[i];
+        for (int64_t d = 0; d < D; ++d) out[d] = (float)(t.o[i * D + d] * inv_l * hd->chan_scale[d]);
+        if (c->extra && c->extra->o_pq_v) {
+            float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Sq + row) * D;
+            for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t.oe[i * D + d] * inv_l);
+        }
+        if (p->lse) {
+            /* K smoothing shifted every score of the row by -q.mean(k): add it back */
+            const float *q = vc_row(p->q, p->q_stride, c->b, c->h, row);
+            double qk = 0.0;
+            for (int64_t d = 0; d < D; ++d) qk += (double)q[d] * hd->kmean[d];
+            double lse2 = m[i] + log2(l[i]) - c->lse_log2_bias;
+            p->lse[(c->b * p->heads + c->h) * Sq + row] = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
+        }
+        if (want_tv && row % c->extra->tv_row_stride == 0) {
+            int64_t nsamp = (Sq + c->extra->tv_row_stride - 1) / c->extra->tv_row_stride;
+            c->extra->row_tv[(c->b * p->heads + c->h) * nsamp + row / c->extra->tv_row_stride] =
+                row_total_variation(c, row, t.pstore + i * keys, t.mstore + i * hd->nblk, m[i], l[i]);
+        }
+    }
+}
+
+/* ---- entry point -------------------------------------------------------------------- */
+
+static vcattn_status check_config(const vcattn_method_config *cfg) {
+    if ((unsigned)cfg->qk_format > VCATTN_QK_FORMAT_NVFP4 ||
+        (unsigned)cfg->qk_granularity > VCATTN_QK_GRANULARITY_THREAD ||
+        (unsigned)cfg->v_format > VCATTN_V_FORMAT_NVFP4 ||
+        (unsigned)cfg->p_format > VCATTN_P_FORMAT_NVFP4)
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (cfg->qk_format == VCATTN_QK_FORMAT_NVFP4 && cfg->qk_granularity != VCATTN_QK_GRANULARITY_BLOCK)
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+static int perm_is_valid(const int32_t *perm, int64_t n, unsigned char *seen) {
+    memset(seen, 0, (size_t)n);
+    for (int64_t j = 0; j < n; ++j) {
+        if (perm[j] < 0 || perm[j] >= n || seen[perm[j]]) return 0;
+        seen[perm[j]] = 1;
+    }
+    return 1;
+}
+
+vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
+                                        const vcattn_method_config *config,
+                                        const int32_t *perm, vcattn_sim_outputs *extra) {
+    vcattn_status st = vcattn_attention_params_validate(p);
+    if (st) return st;
+    if (!config) return VCATTN_STATUS_NULL_POINTER;
+    if ((st = check_config(config))) return st;
+    if (extra && extra->row_tv && extra->tv_row_stride < 1) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (vc_has_non_finite(p->q, p->batch, p->heads, p->seq_q, p->head_dim, p->q_stride) ||
+        vc_has_non_finite(p->k, p->batch, p->heads, p->seq_kv, p->head_dim, p->k_stride) ||
+        vc_has_non_finite(p->v, p->batch, p->heads, p->seq_kv, p->head_dim, p->v_stride))
+        return VCATTN_STATUS_NON_FINITE;
+
+    sim_ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = p;
+    c.cfg = config;
+    c.extra = extra;
+    c.fp32_pipeline = !(config->qk_format == VCATTN_QK_FORMAT_FP32 && config->v_format == VCATTN_V_FORMAT_FP32 &&
+                        config->p_format == VCATTN_P_FORMAT_FP32);
+    c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3    ? SAGE2_P_LOG2_OFFSET
+                      : config->p_format == VCATTN_P_FORMAT_NVFP4 ? SAGE3_P_LOG2_OFFSET
+                                                                  : 0.0f;
+    c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST ? log2(VC_EXPCAST_P_SCALE) : 0.0;
+    c.tiles = (p->seq_q + VC_TILE_Q - 1) / VC_TILE_Q;
+    c.sml2e = R(&c, vc_softmax_scale(p) * LOG2E);
+
+    int workers = vc_thread_count(p->num_threads);
+    int want_tv = extra && extra->row_tv;
+    int64_t nblk = (p->seq_kv + VC_BLOCK_K - 1) / VC_BLOCK_K;
+    c.scratch_doubles = tile_scratch_doubles(p->head_dim, nblk, want_tv);
+    c.scratch = (double **)calloc((size_t)workers, sizeof(double *));
+    unsigned char *seen = config->v_smooth && perm ? (unsigned char *)malloc((size_t)p->seq_kv) : NULL;
+    if (!c.scratch || (config->v_smooth && perm && !seen)) {
+        free(c.scratch);
+        free(seen);
+        return VCATTN_STATUS_OUT_OF_MEMORY;
+    }
+    for (int w = 0; w < workers && st == VCATTN_STATUS_SUCCESS; ++w) {
+        c.scratch[w] = (double *)malloc(sizeof(double) * c.scratch_doubles);
+        if (!c.scratch[w]) st = VCATTN_STATUS_OUT_OF_MEMORY;
+    }
+
+    for (int64_t b = 0; b < p->batch && st == VCATTN_STATUS_SUCCESS; ++b)
+        for (int64_t h = 0; h < p->heads && st == VCATTN_STATUS_SUCCESS; ++h) {
+            c.b = b;
+            c.h = h;
+            if ((st = head_data_alloc(&c.hd, p->seq_kv, p->head_dim))) break;
+            if (config->v_smooth && perm) {
+                c.hd.perm = perm + (b * p->heads + h) * p->seq_kv;
+                if (!perm_is_valid(c.hd.perm, p->seq_kv, seen)) {
+                    st = VCATTN_STATUS_INVALID_ARGUMENT;
+                    head_data_free(&c.hd);
+                    break;
+                }
+            }
+            prepare_k(&c);
+            prepare_v(&c);
+            vc_parallel_for(c.tiles, workers, tile_task, &c);
+            head_data_free(&c.hd);
+        }
+
+    for (int w = 0; w < workers; ++w) free(c.scratch[w]);
+    free(c.scratch);
+    free(seen);
+    return st;
+}

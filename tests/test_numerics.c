@@ -1,0 +1,175 @@
+/* Tests of the shared numerics: E4M3, E2M1, NVFP4, BF16, FP16, INT8, ExpCast. */
+#include <string.h>
+
+#include "numerics.h"
+#include "test.h"
+#include "vcattn.h"
+
+TEST(e4m3_all_codes_round_trip) {
+    for (int c = 0; c < 256; ++c) {
+        float x = vc_e4m3_decode((uint8_t)c);
+        if ((c & 0x7F) == 0x7F) {
+            CHECK_MSG(x != x, "code %#x should decode to NaN", c);
+            continue;
+        }
+        CHECK_MSG(vc_e4m3_encode(x) == c, "code %#x -> %g -> %#x", c, x, vc_e4m3_encode(x));
+    }
+}
+
+TEST(e4m3_hand_worked_cases) {
+    struct { float x; uint8_t code; } cases[] = {
+        {1.0f, 0x38}, {-1.0f, 0xB8}, {448.0f, 0x7E}, {-448.0f, 0xFE},
+        {500.0f, 0x7E}, {1e30f, 0x7E}, {INFINITY, 0x7E}, {-INFINITY, 0xFE}, /* satfinite */
+        {0.001953125f, 0x01},          /* 2^-9, smallest subnormal */
+        {0.0009765625f, 0x00},         /* 2^-10: tie between 0 and 2^-9 -> even (0) */
+        {0.0029296875f, 0x02},         /* 3 * 2^-10: tie between codes 1 and 2 -> even (2) */
+        {1.0625f, 0x38},               /* tie between 1.0 (m=0) and 1.125 (m=1) -> 1.0 */
+        {1.1875f, 0x3A},               /* tie between 1.125 (m=1) and 1.25 (m=2) -> 1.25 */
+        {0.015625f, 0x08},             /* 2^-6, smallest normal */
+        {0.0146484375f, 0x08},         /* 7.5 * 2^-9: tie between subnormal 7 and normal 8 -> 8 */
+        {416.0f, 0x7D},                /* 1.625 * 256, representable */
+        {0.0f, 0x00}, {-0.0f, 0x80},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        CHECK_MSG(vc_e4m3_encode(cases[i].x) == cases[i].code, "encode(%g) = %#x, want %#x",
+                  cases[i].x, vc_e4m3_encode(cases[i].x), cases[i].code);
+    CHECK(vc_e4m3_encode(NAN) == 0x7F);
+    CHECK(vc_e4m3_decode(0x7E) == 448.0f);
+    CHECK(vc_e4m3_decode(0x01) == 0.001953125f);
+    /* 432 = tie between 416 (m=5, odd) and 448 (m=6, even) -> 448 */
+    CHECK(vc_e4m3_encode(432.0f) == 0x7E);
+    /* 400 = tie between 384 (m=4, even) and 416 (m=5) -> 384 */
+    CHECK(vc_e4m3_encode(400.0f) == 0x7C);
+}
+
+TEST(e4m3_rounding_is_nearest_on_random_floats) {
+    test_rng rng = {test_seed()};
+    for (int i = 0; i < 200000; ++i) {
+        float x = (float)(test_rng_normal(&rng) * exp2(20.0 * test_rng_uniform(&rng) - 12.0));
+        float r = vc_e4m3_round(x);
+        if (fabsf(x) > 448.0f) {
+            CHECK(fabsf(r) == 448.0f);
+            continue;
+        }
+        uint8_t c = vc_e4m3_encode(x);
+        CHECK(vc_e4m3_decode(c) == r);
+        /* no representable value is strictly closer */
+        int mag = c & 0x7F;
+        for (int n = mag - 1; n <= mag + 1; n += 2) {
+            if (n < 0 || n > 0x7E) continue;
+            float other = vc_e4m3_decode((uint8_t)((c & 0x80) | n));
+            CHECK_MSG(fabsf(other - x) >= fabsf(r - x), "x=%g rounded to %g but %g is closer", x, r, other);
+        }
+    }
+}
+
+TEST(e2m1_codes_and_ties) {
+    const float mags[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (int c = 0; c < 16; ++c) {
+        float x = vc_e2m1_decode((uint8_t)c);
+        CHECK(fabsf(x) == mags[c & 7]);
+        CHECK(vc_e2m1_encode(x) == c);
+    }
+    struct { float x; uint8_t code; } cases[] = {
+        {0.25f, 0x0}, {0.75f, 0x2}, {1.25f, 0x2}, {1.75f, 0x4}, {2.5f, 0x4}, {3.5f, 0x6},
+        {5.0f, 0x6}, {7.0f, 0x7}, {100.0f, 0x7}, {-5.5f, 0xF}, {-0.3f, 0x9}, {0.26f, 0x1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
+        CHECK_MSG(vc_e2m1_encode(cases[i].x) == cases[i].code, "e2m1(%g) = %#x, want %#x",
+                  cases[i].x, vc_e2m1_encode(cases[i].x), cases[i].code);
+}
+
+TEST(nvfp4_block_quantization) {
+    /* amax 12 -> block scale 2 (exact in E4M3): values / 2 land on E2M1 */
+    float x[16] = {12, -12, 6, 3, 2, 1, 0.5f, 0, 8, -8, 4, -4, 1.5f, 2.5f, 5, 7};
+    uint8_t codes[16];
+    float deq[16];
+    uint8_t sc = vc_nvfp4_quantize_block(x, 16, 1, 1.0f, codes, deq);
+    CHECK(vc_e4m3_decode(sc) == 2.0f);
+    const float want[16] = {12, -12, 6, 3, 2, 1, 0 /* 0.25 tie -> 0 */, 0, 8, -8, 4, -4,
+                            2 /* 0.75 tie -> 1.0 */, 2 /* 1.25 -> 1.0 */, 4 /* 2.5 -> 2 */, 8 /* 3.5 -> 4 */};
+    for (int i = 0; i < 16; ++i) CHECK_MSG(deq[i] == want[i], "deq[%d] = %g, want %g", i, deq[i], want[i]);
+    /* with a tensor scale the block scale stays inside E4M3 and the error is bounded */
+    test_rng rng = {test_seed()};
+    float y[16], ydeq[16];
+    float amax = 0.0f;
+    for (int i = 0; i < 16; ++i) {
+        y[i] = (float)(test_rng_normal(&rng) * 1e4);
+        amax = fmaxf(amax, fabsf(y[i]));
+    }
+    float ts = vc_nvfp4_tensor_scale(amax);
+    (void)vc_nvfp4_quantize_block(y, 16, 1, ts, NULL, ydeq);
+    for (int i = 0; i < 16; ++i) CHECK(fabsf(ydeq[i] - y[i]) <= 0.26f * amax);
+    /* an all-zero block stays zero with a zero scale */
+    float z[16] = {0};
+    CHECK(vc_e4m3_decode(vc_nvfp4_quantize_block(z, 16, 1, 1.0f, codes, deq)) == 0.0f);
+    for (int i = 0; i < 16; ++i) CHECK(codes[i] == 0 && deq[i] == 0.0f);
+}
+
+TEST(bf16_and_fp16_rounding) {
+    CHECK(vc_bf16_round(1.0f + 0x1.0p-8f) == 1.0f);                 /* tie -> even */
+    CHECK(vc_bf16_round(1.0f + 0x1.8p-8f) == 1.0f + 0x1.0p-7f);      /* above the tie */
+    CHECK(vc_bf16_round(1.0f + 0x1.0p-7f + 0x1.0p-8f) == 1.0f + 0x1.0p-6f); /* tie -> even (up) */
+    CHECK(vc_bf16_to_f32(vc_bf16_bits(-2.5f)) == -2.5f);
+    CHECK(vc_fp16_round(1.0f + 0x1.0p-11f) == 1.0f);
+    CHECK(vc_fp16_round(1e6f) == 65504.0f);
+    CHECK(vc_fp16_round(0x1.0p-25f) == 0.0f);      /* tie between 0 and 2^-24 -> 0 */
+    CHECK(vc_fp16_round(0x1.8p-24f) == 0x1.0p-23f); /* 1.5 quanta -> 2 */
+    CHECK(vc_fp16_to_f32(0x3C00) == 1.0f);
+    CHECK(vc_fp16_to_f32(0xC000) == -2.0f);
+    CHECK(vc_fp16_to_f32(0x0001) == 0x1.0p-24f);
+    test_rng rng = {test_seed()};
+    for (int i = 0; i < 100000; ++i) {
+        float x = (float)(test_rng_normal(&rng) * 100.0);
+        CHECK(fabsf(vc_bf16_round(x) - x) <= fabsf(x) * 0x1.0p-8f);
+        CHECK(fabsf(vc_fp16_round(x) - x) <= fabsf(x) * 0x1.0p-11f + 0x1.0p-25f);
+    }
+}
+
+TEST(int8_quantizers) {
+    CHECK(vc_int8_quantize(127.4f, 1.0f) == 127);
+    CHECK(vc_int8_quantize(300.0f, 1.0f) == 127);
+    CHECK(vc_int8_quantize(-300.0f, 1.0f) == -127);
+    CHECK(vc_int8_quantize(2.5f, 1.0f) == 2);       /* RNE */
+    CHECK(vc_int8_sage_quantize(2.5f, 1.0f) == 3);  /* round half away, as SageAttention's Triton */
+    CHECK(vc_int8_sage_quantize(-2.5f, 1.0f) == -3);
+    float s = vc_int8_sage_scale(12.7f);
+    CHECK(vc_int8_sage_quantize(12.7f, s) == 127);
+    CHECK(vc_int8_sage_quantize(-12.7f, s) == -127);
+}
+
+TEST(expcast_facts_match_the_paper) {
+    vcattn_expcast_facts f;
+    CHECK_STATUS(vcattn_expcast_measure(100000, &f), VCATTN_STATUS_SUCCESS);
+    CHECK_NEAR(f.agree_share, 0.796, 0.0006);
+    CHECK_EQ_INT(f.max_code_diff, 1);
+    CHECK_NEAR(f.ratio_min, 0.9290, 0.00006);
+    CHECK_NEAR(f.ratio_max, 1.0745, 0.0001);
+    CHECK_NEAR(f.row_tv_bound, 0.0364, 0.00006);
+    CHECK_STATUS(vcattn_expcast_measure(4, &f), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_expcast_measure(100, NULL), VCATTN_STATUS_NULL_POINTER);
+}
+
+TEST(expcast_code_edges) {
+    CHECK(vc_expcast_code(0.0f) == 120);        /* the row max is 256 */
+    CHECK(vc_e4m3_decode(120) == 256.0f);
+    CHECK(vc_expcast_code(-20.0f) == 0);        /* underflow tail clamps to 0 */
+    CHECK(vc_expcast_code(1.0f) == 120);        /* never above the max code */
+    for (int k = 0; k <= 14; ++k)               /* exact powers of two land on the right code */
+        CHECK(vc_expcast_code((float)-k) == vc_exp_then_cast_code((float)-k));
+}
+
+TEST(exported_codecs_validate) {
+    float x[3] = {1.0f, -3.0f, 500.0f}, y[3];
+    uint8_t c[3];
+    CHECK_STATUS(vcattn_encode_e4m3(x, c, 3), VCATTN_STATUS_SUCCESS);
+    CHECK(c[0] == 0x38 && c[2] == 0x7E);
+    CHECK_STATUS(vcattn_decode_e4m3(c, y, 3), VCATTN_STATUS_SUCCESS);
+    CHECK(y[1] == -3.0f);
+    CHECK_STATUS(vcattn_encode_e2m1(x, c, 3), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_encode_e4m3(NULL, c, 3), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_encode_e4m3(x, c, -1), VCATTN_STATUS_BAD_SHAPE);
+    CHECK_STATUS(vcattn_round_bf16(x, NULL, 1), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_encode_e4m3(NULL, NULL, 0), VCATTN_STATUS_SUCCESS);
+    for (int s = 0; s <= VCATTN_STATUS_COUNT; ++s) CHECK(vcattn_status_string((vcattn_status)s) != NULL);
+}
