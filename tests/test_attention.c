@@ -1,0 +1,358 @@
+/* Tests of the reference attention, the simulation and the metrics. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "vcattn.h"
+
+typedef struct {
+    int64_t B, H, Sq, Skv, D;
+    float *q, *k, *v, *o, *o2, *lse, *lse2;
+} problem;
+
+static float *alloc_floats(int64_t n) { return (float *)malloc(sizeof(float) * (size_t)n); }
+
+/* Fresh random inputs; `peaked` scales Q so the softmax is far from uniform,
+ * `k_offset` adds a per-channel constant to K, `v_offset` one to V. */
+static problem problem_make(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, double peaked,
+                            double k_offset, double v_offset) {
+    problem pr = {B, H, Sq, Skv, D, 0, 0, 0, 0, 0, 0, 0};
+    test_rng rng = {test_seed()};
+    int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
+    pr.q = alloc_floats(nq);
+    pr.k = alloc_floats(nk);
+    pr.v = alloc_floats(nk);
+    pr.o = alloc_floats(nq);
+    pr.o2 = alloc_floats(nq);
+    pr.lse = alloc_floats(B * H * Sq);
+    pr.lse2 = alloc_floats(B * H * Sq);
+    double koff[128], voff[128];
+    for (int d = 0; d < D; ++d) {
+        koff[d] = k_offset * test_rng_normal(&rng);
+        voff[d] = v_offset * test_rng_normal(&rng);
+    }
+    for (int64_t i = 0; i < nq; ++i) pr.q[i] = (float)(peaked * test_rng_normal(&rng));
+    for (int64_t i = 0; i < nk; ++i) {
+        pr.k[i] = (float)(test_rng_normal(&rng) + koff[i % D]);
+        pr.v[i] = (float)(test_rng_normal(&rng) + voff[i % D]);
+    }
+    return pr;
+}
+
+static void problem_free(problem *pr) {
+    free(pr->q); free(pr->k); free(pr->v); free(pr->o); free(pr->o2); free(pr->lse); free(pr->lse2);
+}
+
+static vcattn_attention_params params_of(problem *pr, float *o, float *lse) {
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, pr->B, pr->H, pr->Sq, pr->Skv, pr->D, pr->q, pr->k, pr->v, o);
+    p.lse = lse;
+    return p;
+}
+
+static double max_abs_diff(const float *a, const float *b, int64_t n) {
+    double m = 0.0;
+    for (int64_t i = 0; i < n; ++i) m = fmax(m, fabs((double)a[i] - b[i]));
+    return m;
+}
+
+static int32_t *random_perm(int64_t bh, int64_t n, test_rng *rng) {
+    int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)(bh * n));
+    for (int64_t x = 0; x < bh; ++x) {
+        int32_t *p = perm + x * n;
+        for (int64_t i = 0; i < n; ++i) p[i] = (int32_t)i;
+        for (int64_t i = n - 1; i > 0; --i) {
+            int64_t j = (int64_t)(test_rng_next(rng) % (uint64_t)(i + 1));
+            int32_t t = p[i]; p[i] = p[j]; p[j] = t;
+        }
+    }
+    return perm;
+}
+
+static const vcattn_method_config k_exact = {VCATTN_QK_FORMAT_FP32, VCATTN_QK_GRANULARITY_BLOCK, 0, 0,
+                                             VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0};
+
+/* Direct two-pass softmax of one row, for the reference itself. */
+TEST(reference_matches_direct_softmax) {
+    problem pr = problem_make(1, 2, 5, 37, 64, 1.0, 0.5, 0.0);
+    vcattn_attention_params p = params_of(&pr, pr.o, pr.lse);
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+    double scale = 1.0 / sqrt(64.0), worst = 0.0;
+    for (int64_t h = 0; h < 2; ++h)
+        for (int64_t i = 0; i < 5; ++i) {
+            const float *q = pr.q + (h * 5 + i) * 64;
+            double s[37], mx = -1e300, sum = 0.0;
+            for (int j = 0; j < 37; ++j) {
+                const float *k = pr.k + (h * 37 + j) * 64;
+                double d = 0.0;
+                for (int c = 0; c < 64; ++c) d += (double)q[c] * k[c];
+                s[j] = d * scale;
+                if (s[j] > mx) mx = s[j];
+            }
+            for (int j = 0; j < 37; ++j) sum += exp(s[j] - mx);
+            for (int c = 0; c < 64; ++c) {
+                double o = 0.0;
+                for (int j = 0; j < 37; ++j) o += exp(s[j] - mx) / sum * pr.v[(h * 37 + j) * 64 + c];
+                worst = fmax(worst, fabs(o - pr.o[(h * 5 + i) * 64 + c]));
+            }
+            CHECK_NEAR(pr.lse[h * 5 + i], mx + log(sum), 1e-5);
+        }
+    CHECK(worst < 1e-6);
+    problem_free(&pr);
+}
+
+/* The simulation's online softmax over 128-key blocks, with nothing
+ * quantized, equals the two-pass reference. */
+TEST(online_softmax_equals_two_pass) {
+    const int64_t shapes[][3] = {{1, 1, 64}, {129, 127, 128}, {130, 300, 64}, {64, 257, 128}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+        problem pr = problem_make(2, 2, shapes[s][0], shapes[s][1], shapes[s][2], 2.0, 1.0, 0.5);
+        vcattn_attention_params ref = params_of(&pr, pr.o, pr.lse);
+        vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
+        CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &k_exact, NULL, NULL), VCATTN_STATUS_SUCCESS);
+        int64_t n = pr.B * pr.H * pr.Sq * pr.D;
+        CHECK_MSG(max_abs_diff(pr.o, pr.o2, n) < 1e-10 * 8, "shape %zu: O differs by %g", s,
+                  max_abs_diff(pr.o, pr.o2, n));
+        CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, pr.B * pr.H * pr.Sq) < 1e-5, "shape %zu: LSE", s);
+        problem_free(&pr);
+    }
+}
+
+/* V-Smooth with quantization switched off: permuting K/V together and
+ * restoring the block means from the row sums changes nothing (1e-10). */
+TEST(vsmooth_without_quantization_is_exact) {
+    problem pr = problem_make(1, 3, 200, 333, 128, 2.0, 0.0, 3.0);
+    test_rng rng = {test_seed()};
+    int32_t *perm = random_perm(3, 333, &rng);
+    vcattn_method_config cfg = k_exact;
+    cfg.v_smooth = 1;
+    cfg.rowsum_from_quantized_p = 1;
+    vcattn_attention_params ref = params_of(&pr, pr.o, pr.lse);
+    vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
+    CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, perm, NULL), VCATTN_STATUS_SUCCESS);
+    /* outputs are stored as float: compare the float-rounded values */
+    double worst = 0.0;
+    for (int64_t i = 0; i < 3 * 200 * 128; ++i)
+        worst = fmax(worst, fabs((double)pr.o[i] - pr.o2[i]) / fmax(1.0, fabs((double)pr.o[i])));
+    CHECK_MSG(worst <= 1.2e-7, "relative difference %g exceeds float rounding", worst);
+    /* and in FP64 through the error-budget output, which is unrounded until the store */
+    vcattn_sim_outputs extra = {pr.o2, NULL, 1};
+    float *o3 = alloc_floats(3 * 200 * 128);
+    sim.o = o3;
+    CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, perm, &extra), VCATTN_STATUS_SUCCESS);
+    CHECK(max_abs_diff(o3, pr.o2, 3 * 200 * 128) < 1e-10);
+    free(o3);
+    free(perm);
+    problem_free(&pr);
+}
+
+/* K smoothing leaves the output unchanged and the LSE is corrected back. */
+TEST(k_smoothing_is_corrected_in_lse) {
+    problem pr = problem_make(1, 2, 100, 150, 64, 1.0, 4.0, 0.0);
+    vcattn_method_config cfg = k_exact;
+    cfg.smooth_k = 1;
+    vcattn_attention_params ref = params_of(&pr, pr.o, pr.lse);
+    vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
+    CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    CHECK(max_abs_diff(pr.o, pr.o2, 2 * 100 * 64) < 1e-5);
+    CHECK(max_abs_diff(pr.lse, pr.lse2, 2 * 100) < 1e-4);
+    problem_free(&pr);
+}
+
+/* Every method runs, stays close to the reference, and returns a finite LSE
+ * near the reference's; the error budget splits the error exactly. */
+TEST(methods_are_accurate_and_budget_adds_up) {
+    problem pr = problem_make(1, 2, 300, 700, 128, 1.5, 2.0, 0.5);
+    vcattn_attention_params ref = params_of(&pr, pr.o, pr.lse);
+    CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+    test_rng rng = {test_seed()};
+    int32_t *perm = random_perm(2, 700, &rng);
+    int64_t n = 2 * 300 * 128;
+    float *pqv = alloc_floats(n);
+    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.08, 0.06, 0.06, 0.08, 0.35, 0.35};
+    /* unsmoothed E4M3 and NVFP4 scores carry percent-level errors of |s| ~ 3 */
+    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.5, 0.05, 0.05, 0.05, 0.5, 0.5};
+    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+        vcattn_method_config cfg;
+        CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
+        vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
+        double tv[2 * 300];
+        vcattn_sim_outputs extra = {pqv, tv, 1};
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, perm, &extra), VCATTN_STATUS_SUCCESS);
+        vcattn_fidelity f;
+        vcattn_error_budget eb;
+        CHECK_STATUS(vcattn_fidelity_compare(pr.o, pr.o2, n, &f), VCATTN_STATUS_SUCCESS);
+        CHECK_STATUS(vcattn_error_budget_compute(pr.o, pr.o2, pqv, n, &eb), VCATTN_STATUS_SUCCESS);
+        const char *name = vcattn_method_name((vcattn_method)m);
+        CHECK_MSG(f.rel_l2 > 1e-4 && f.rel_l2 < max_rel_l2[m], "%s: rel_l2 %g", name, f.rel_l2);
+        CHECK_MSG(eb.value_share > 0.0 && eb.value_share < 1.0, "%s: value share %g", name, eb.value_share);
+        /* both paths are real errors and together bound the total */
+        CHECK_MSG(f.rel_l2 <= eb.value_rel_l2 + eb.probability_rel_l2 + 1e-6, "%s: triangle", name);
+        CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, 2 * 300) < max_lse_err[m], "%s: lse off by %g", name,
+                  max_abs_diff(pr.lse, pr.lse2, 2 * 300));
+        double tv_mean = 0.0;
+        for (int i = 0; i < 2 * 300; ++i) tv_mean += tv[i] / 600.0;
+        CHECK_MSG(tv_mean > 0.0 && tv_mean < 0.2, "%s: mean row TV %g", name, tv_mean);
+    }
+    free(pqv);
+    free(perm);
+    problem_free(&pr);
+}
+
+/* V-Smooth removes a large per-channel V offset from what gets quantized:
+ * its value-path error is far below sage2-8bit's on such V. */
+TEST(vsmooth_reduces_value_error_on_offset_v) {
+    problem pr = problem_make(1, 2, 256, 1024, 128, 1.0, 1.0, 8.0);
+    vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
+    CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+    int64_t n = 2 * 256 * 128;
+    float *pqv = alloc_floats(n);
+    double value_err[2];
+    const vcattn_method methods[2] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT};
+    for (int m = 0; m < 2; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get(methods[m], &cfg);
+        vcattn_attention_params sim = params_of(&pr, pr.o2, NULL);
+        vcattn_sim_outputs extra = {pqv, NULL, 1};
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, &extra), VCATTN_STATUS_SUCCESS);
+        vcattn_error_budget eb;
+        vcattn_error_budget_compute(pr.o, pr.o2, pqv, n, &eb);
+        value_err[m] = eb.value_rel_l2;
+    }
+    CHECK_MSG(value_err[1] < 0.5 * value_err[0], "vsmooth value error %g vs sage2 %g", value_err[1], value_err[0]);
+    free(pqv);
+    problem_free(&pr);
+}
+
+/* ExpCast in the simulation: its output stays within a few times the exp
+ * path's error (the per-row TV bound is 3.64%). */
+TEST(expcast_close_to_exp_path) {
+    problem pr = problem_make(1, 1, 256, 512, 128, 2.0, 1.0, 0.5);
+    vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
+    CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+    double err[2];
+    const vcattn_method methods[2] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT};
+    for (int m = 0; m < 2; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get(methods[m], &cfg);
+        vcattn_attention_params sim = params_of(&pr, pr.o2, NULL);
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+        vcattn_fidelity f;
+        vcattn_fidelity_compare(pr.o, pr.o2, 256 * 128, &f);
+        err[m] = f.rel_l2;
+    }
+    CHECK_MSG(err[1] > err[0] * 0.8 && err[1] < err[0] * 4.0, "expcast %g vs exp %g", err[1], err[0]);
+    problem_free(&pr);
+}
+
+/* The simulation gives the same output for a (B, S, H, D) strided view. */
+TEST(strided_layout_matches_contiguous) {
+    problem pr = problem_make(2, 3, 70, 90, 64, 1.0, 1.0, 0.5);
+    vcattn_method_config cfg;
+    vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, &cfg);
+    vcattn_attention_params a = params_of(&pr, pr.o, NULL);
+    CHECK_STATUS(vcattn_simulate_attention(&a, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    /* transpose every tensor to (B, S, H, D) */
+    const int64_t B = 2, H = 3, D = 64, S[4] = {70, 90, 90, 70};
+    float *src[3] = {pr.q, pr.k, pr.v}, *t[4];
+    for (int x = 0; x < 4; ++x) {
+        t[x] = alloc_floats(B * H * S[x] * D);
+        if (x == 3) break;
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t h = 0; h < H; ++h)
+                for (int64_t s = 0; s < S[x]; ++s)
+                    memcpy(t[x] + ((b * S[x] + s) * H + h) * D, src[x] + ((b * H + h) * S[x] + s) * D,
+                           sizeof(float) * D);
+    }
+    vcattn_attention_params p = a;
+    p.q = t[0]; p.k = t[1]; p.v = t[2]; p.o = t[3];
+    int64_t *strides[4] = {p.q_stride, p.k_stride, p.v_stride, p.o_stride};
+    for (int x = 0; x < 4; ++x) {
+        strides[x][0] = S[x] * H * D;
+        strides[x][1] = D;
+        strides[x][2] = H * D;
+    }
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    double worst = 0.0;
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t s = 0; s < 70; ++s)
+                for (int64_t d = 0; d < D; ++d)
+                    worst = fmax(worst, fabs(t[3][((b * 70 + s) * H + h) * D + d] - pr.o[((b * H + h) * 70 + s) * D + d]));
+    CHECK(worst == 0.0);
+    for (int x = 0; x < 4; ++x) free(t[x]);
+    problem_free(&pr);
+}
+
+TEST(attention_rejects_bad_input) {
+    problem pr = problem_make(1, 1, 8, 8, 64, 1.0, 0.0, 0.0);
+    vcattn_method_config cfg;
+    vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfg);
+    vcattn_attention_params p = params_of(&pr, pr.o, NULL);
+    CHECK_STATUS(vcattn_reference_attention(NULL), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_simulate_attention(&p, NULL, NULL, NULL), VCATTN_STATUS_NULL_POINTER);
+    vcattn_attention_params b = p;
+    b.q = NULL;
+    CHECK_STATUS(vcattn_reference_attention(&b), VCATTN_STATUS_NULL_POINTER);
+    b = p; b.seq_q = 0;
+    CHECK_STATUS(vcattn_reference_attention(&b), VCATTN_STATUS_BAD_SHAPE);
+    b = p; b.heads = -3;
+    CHECK_STATUS(vcattn_simulate_attention(&b, &cfg, NULL, NULL), VCATTN_STATUS_BAD_SHAPE);
+    b = p; b.head_dim = 96;
+    CHECK_STATUS(vcattn_reference_attention(&b), VCATTN_STATUS_UNSUPPORTED_HEAD_DIM);
+    b = p; b.batch = INT64_MAX / 2; b.heads = 1 << 20;
+    CHECK_STATUS(vcattn_reference_attention(&b), VCATTN_STATUS_SIZE_OVERFLOW);
+    b = p; b.k_stride[2] = 32; /* rows of 64 would overlap */
+    CHECK_STATUS(vcattn_reference_attention(&b), VCATTN_STATUS_BAD_STRIDE);
+    b = p; b.v_stride[1] = -64;
+    CHECK_STATUS(vcattn_simulate_attention(&b, &cfg, NULL, NULL), VCATTN_STATUS_BAD_STRIDE);
+    b = p; b.num_threads = -1;
+    CHECK_STATUS(vcattn_reference_attention(&b), VCATTN_STATUS_INVALID_ARGUMENT);
+    vcattn_method_config bad = cfg;
+    bad.p_format = (vcattn_p_format)42;
+    CHECK_STATUS(vcattn_simulate_attention(&p, &bad, NULL, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
+    /* a perm that is not a permutation */
+    vcattn_method_config vs;
+    vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_8BIT, &vs);
+    int32_t perm[8] = {0, 1, 2, 3, 4, 5, 6, 6};
+    CHECK_STATUS(vcattn_simulate_attention(&p, &vs, perm, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
+    perm[7] = 8;
+    CHECK_STATUS(vcattn_simulate_attention(&p, &vs, perm, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
+    vcattn_sim_outputs extra = {NULL, (double[8]){0}, 0};
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, &extra), VCATTN_STATUS_INVALID_ARGUMENT);
+    /* non-finite input */
+    pr.v[5] = NAN;
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_NON_FINITE);
+    pr.v[5] = 0.0f;
+    pr.q[3] = INFINITY;
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_NON_FINITE);
+    /* method names */
+    vcattn_method m;
+    CHECK_STATUS(vcattn_method_from_name("vsmooth-expcast-8bit", &m), VCATTN_STATUS_SUCCESS);
+    CHECK(m == VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT);
+    CHECK_STATUS(vcattn_method_from_name("sage4", &m), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK(vcattn_method_name(VCATTN_METHOD_COUNT) == NULL);
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_COUNT, &cfg), VCATTN_STATUS_INVALID_ARGUMENT);
+    /* metrics */
+    vcattn_fidelity f;
+    CHECK_STATUS(vcattn_fidelity_compare(pr.o, NULL, 4, &f), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_fidelity_compare(pr.o, pr.o, 0, &f), VCATTN_STATUS_BAD_SHAPE);
+    problem_free(&pr);
+}
+
+TEST(fidelity_metrics_hand_computed) {
+    float ref[4] = {1, -2, 3, -4}, out[4] = {1, -2, 3, -3};
+    vcattn_fidelity f;
+    CHECK_STATUS(vcattn_fidelity_compare(ref, out, 4, &f), VCATTN_STATUS_SUCCESS);
+    CHECK_NEAR(f.rel_l2, 1.0 / sqrt(30.0), 1e-12);
+    CHECK_NEAR(f.psnr_db, 20.0 * log10(4.0 / 0.5), 1e-9); /* RMSE = sqrt(1/4) */
+    CHECK_NEAR(f.cosine, 26.0 / sqrt(30.0 * 23.0), 1e-12);
+    CHECK_NEAR(f.max_abs_error, 1.0, 0.0);
+    float pqv[4] = {1, -2, 3, -3.5f};
+    vcattn_error_budget eb;
+    CHECK_STATUS(vcattn_error_budget_compute(ref, out, pqv, 4, &eb), VCATTN_STATUS_SUCCESS);
+    CHECK_NEAR(eb.value_share, 0.5, 1e-12); /* 0.5^2 each way */
+}
