@@ -54,6 +54,14 @@ static inline const float *vc_row(const float *base, const int64_t stride[3], in
     return base + b * stride[0] + h * stride[1] + s * stride[2];
 }
 
+/* Hot CPU loops get an AVX2+FMA clone chosen at run time on x86-64 (the
+ * baseline build stays portable); elsewhere this is empty. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define VC_HOT_LOOPS __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define VC_HOT_LOOPS
+#endif
+
 /* 1/sqrt(head_dim) unless the caller set a positive scale. */
 double vc_softmax_scale(const vcattn_attention_params *p);
 

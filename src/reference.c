@@ -70,7 +70,7 @@ typedef struct {
     double *scratch; /* per worker: REF_ROWS * Skv scores + REF_ROWS * D output */
 } ref_ctx;
 
-static void ref_task(void *vctx, int64_t index, int worker) {
+VC_HOT_LOOPS static void ref_task(void *vctx, int64_t index, int worker) {
     ref_ctx *c = (ref_ctx *)vctx;
     const vcattn_attention_params *p = c->p;
     const int64_t D = p->head_dim, Skv = p->seq_kv;

@@ -332,7 +332,7 @@ static double row_total_variation(const sim_ctx *c, int64_t row, const float *ps
     return 0.5 * tv;
 }
 
-static void tile_task(void *vctx, int64_t tile, int worker) {
+VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
     sim_ctx *c = (sim_ctx *)vctx;
     const vcattn_attention_params *p = c->p;
     const vcattn_method_config *cfg = c->cfg;
