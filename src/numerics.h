@@ -38,16 +38,30 @@ VC_HD static inline float vc_f32_from_bits(uint32_t u) {
 /* ---- generic minifloat rounding -------------------------------------------
  * Rounds |a| (finite, >= 0) to the nearest value of a binary format with
  * `mbits` explicit mantissa bits and smallest normal exponent `emin`, keeping
- * subnormals.  Saturation is the caller's job.  All scalings are by powers of
- * two, hence exact; the single rintf is the only rounding. */
+ * subnormals.  Saturation is the caller's job.  Works on the FP32 bit
+ * pattern: dropping `drop` low bits with round-half-to-even, where a carry
+ * out of the mantissa correctly bumps the exponent. */
 VC_HD static inline float vc_round_minifloat_abs(float a, int mbits, int emin) {
-    if (a == 0.0f) return 0.0f;
-    int e;
-    (void)frexpf(a, &e); /* a = f * 2^e, f in [0.5, 1) */
-    e -= 1;              /* a = g * 2^e, g in [1, 2) */
-    if (e < emin) e = emin; /* subnormal range: fixed quantum */
-    int shift = mbits - e;  /* quantum is 2^-shift */
-    return ldexpf(rintf(ldexpf(a, shift)), -shift);
+    uint32_t u = vc_f32_bits(a);
+    int e = (int)(u >> 23) - 127; /* FP32 subnormals (e = -127) are far below any minifloat here */
+    int drop = 23 - mbits;
+    if (e < emin) {
+        /* subnormal target: the quantum is fixed at 2^(emin - mbits) */
+        int q = emin - mbits; /* exponent of the smallest subnormal */
+        if (e < q - 1) return 0.0f;                       /* below half the quantum */
+        if (e == q - 1) {                                 /* in [q/2, q): 0 or q */
+            float quantum = vc_f32_from_bits((uint32_t)(q + 127) << 23);
+            return a > 0.5f * quantum ? quantum : 0.0f;   /* exact half ties to 0 (even) */
+        }
+        drop += emin - e; /* <= 23: still inside the mantissa plus the implicit bit */
+        uint32_t m = (u & 0x7FFFFFu) | 0x800000u;         /* explicit leading one */
+        uint32_t lsb = (m >> drop) & 1u;
+        m = (m + (1u << (drop - 1)) - 1u + lsb) >> drop;  /* RNE integer multiple of the quantum */
+        return (float)m * vc_f32_from_bits((uint32_t)(q + 127) << 23);
+    }
+    uint32_t lsb = (u >> drop) & 1u;
+    u = (u + (1u << (drop - 1)) - 1u + lsb) & ~((1u << drop) - 1u);
+    return vc_f32_from_bits(u);
 }
 
 /* ---- E4M3 (OCP "fn" variant) ----------------------------------------------

@@ -1,12 +1,79 @@
 #!/usr/bin/env bash
-# CLI contract checks: exit codes, --help, JSON keys, bad input.
+# CLI contract: exit codes, --help, the JSON keys later checks depend on,
+# .npy input (float32, float16, bfloat16) and clear errors for bad input.
 set -u
 cli="$1"
-fail=0; pass=0
-ok()   { pass=$((pass+1)); echo "ok   $1"; }
-bad()  { fail=$((fail+1)); echo "FAIL $1"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass+1)); echo "ok   $1"; }
+bad() { fail=$((fail+1)); echo "FAIL $1"; }
+expect_rc() { # expect_rc <rc> <name> cmd...
+    local want=$1 name=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+    if [ $rc -eq "$want" ]; then ok "$name"; else bad "$name (rc $rc, want $want)"; sed 's/^/    /' "$tmp/err" | head -5; fi
+}
 
-"$cli" --help >/dev/null 2>&1 && ok "--help exits 0" || bad "--help exits 0"
-"$cli" no-such-command >/dev/null 2>&1; [ $? -eq 2 ] && ok "unknown command exits 2" || bad "unknown command exits 2"
+expect_rc 0 "--help exits 0" "$cli" --help
+grep -q "eval" "$tmp/out" && ok "--help lists eval" || bad "--help lists eval"
+expect_rc 0 "eval --help exits 0" "$cli" eval --help
+grep -q -- "--npy" "$tmp/out" && ok "eval --help documents --npy" || bad "eval --help documents --npy"
+expect_rc 2 "no command exits 2" "$cli"
+expect_rc 2 "unknown command exits 2" "$cli" frobnicate
+expect_rc 2 "unknown method exits 2" "$cli" eval --methods sage9 --quiet
+expect_rc 2 "bad size exits 2" "$cli" eval --heads 0 --quiet
+expect_rc 2 "missing value exits 2" "$cli" eval --clusters
+expect_rc 1 "unsupported head dim exits 1" "$cli" eval --head-dim 96 --frames 1 --height 4 --width 64 --quiet
+grep -q "head dimension" "$tmp/err" && ok "head-dim error says why" || bad "head-dim error says why"
+
+# numerics: the ExpCast facts
+expect_rc 0 "numerics --json" "$cli" numerics --json --samples 20000
+for key in agree_share max_code_diff ratio_min ratio_max row_tv_bound; do
+    grep -q "\"$key\"" "$tmp/out" && ok "numerics key $key" || bad "numerics key $key"
+done
+
+# eval on a small built-in workload: one JSON object per method
+expect_rc 0 "eval --json small workload" "$cli" eval --json --quiet --heads 1 --frames 2 --height 8 --width 16 --clusters 4
+[ "$(wc -l <"$tmp/out")" -eq 6 ] && ok "six methods, one line each" || bad "six methods, one line each"
+for key in method rel_l2 cosine psnr_db value_error_share block_energy_share_sequence block_energy_share_cube block_energy_share_clustered; do
+    [ "$(grep -c "\"$key\"" "$tmp/out")" -eq 6 ] && ok "eval key $key" || bad "eval key $key"
+done
+if command -v python3 >/dev/null && python3 -c "import json,sys" 2>/dev/null; then
+    python3 - "$tmp/out" <<'PY' && ok "eval JSON parses, values sane" || bad "eval JSON parses, values sane"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert {r["method"] for r in rows} == {"fp8-naive", "sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "sage3-4bit", "vsmooth-4bit"}
+for r in rows:
+    assert 0 < r["rel_l2"] < 0.5 and 0.9 < r["cosine"] <= 1 and r["psnr_db"] > 10, r
+    assert 0 <= r["value_error_share"] <= 1, r
+PY
+fi
+expect_rc 0 "eval table with --methods" "$cli" eval --quiet --heads 1 --frames 2 --height 8 --width 16 --methods sage2-8bit,vsmooth-8bit
+grep -q "vsmooth-8bit" "$tmp/out" && ! grep -q "fp8-naive" "$tmp/out" && ok "--methods selects" || bad "--methods selects"
+
+# .npy input, when numpy is there to write it
+if python3 -c "import numpy" 2>/dev/null; then
+    python3 - "$tmp" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng()
+q, k, v = (rng.standard_normal((1, 2, 256, 64)).astype(np.float32) for _ in range(3))
+np.save(f"{d}/q.npy", q); np.save(f"{d}/k.npy", k.astype(np.float16)); np.save(f"{d}/v.npy", v)
+# bfloat16 stored as uint16: the top half of float32
+np.save(f"{d}/vb.npy", (v.view(np.uint32) >> 16).astype("<u2"))
+np.save(f"{d}/bad3d.npy", q[0])
+np.save(f"{d}/short.npy", q[:, :, :100])
+PY
+    expect_rc 0 "eval --npy f32/f16" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/v.npy" --clusters 2
+    grep -q '"shape": \[1, 2, 256, 64\]' "$tmp/out" && ok "npy shape reported" || bad "npy shape reported"
+    expect_rc 0 "eval --npy bfloat16 V with --grid" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/vb.npy" --grid 4,8,8 --cube 1,4,8 --clusters 2 --methods vsmooth-8bit
+    expect_rc 1 "3-D npy rejected" "$cli" eval --quiet --npy "$tmp/bad3d.npy" "$tmp/k.npy" "$tmp/v.npy"
+    expect_rc 1 "mismatched K/V rejected" "$cli" eval --quiet --npy "$tmp/q.npy" "$tmp/short.npy" "$tmp/v.npy"
+    grep -q "disagree" "$tmp/err" && ok "mismatch error names the shapes" || bad "mismatch error names the shapes"
+    expect_rc 1 "--grid that does not fit rejected" "$cli" eval --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/v.npy" --grid 3,8,8
+fi
+expect_rc 1 "missing npy file" "$cli" eval --quiet --npy "$tmp/none.npy" "$tmp/none.npy" "$tmp/none.npy"
+grep -q "none.npy" "$tmp/err" && ok "missing file named in the error" || bad "missing file named in the error"
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,0 +1,405 @@
+/* workload.c - synthetic video-DiT attention inputs (Q, K, V).
+ *
+ * What is modelled, and why (docs/workload.md has the long form):
+ *
+ *  1. Content correlated in space and time.  Every token of a T x H x W grid
+ *     (sequence order t-major raster, s = (t*H + y)*W + x) carries a latent
+ *     vector z of WL_LATENT factors, a property of the clip shared by every
+ *     head of one batch item (like the hidden state that all heads project):
+ *       z = sqrt(0.7) * prototype[region(s)] + sqrt(0.3) * smooth field.
+ *     The smooth field is white noise through a stationary AR(1) filter
+ *     along x, then y (coefficient spatial_correlation) and t
+ *     (temporal_correlation): unit variance, corr = rho_s^(|dx|+|dy|) *
+ *     rho_t^|dt|.  Regions: each token takes the argmax of WL_SEGMENTS such
+ *     fields, which cuts the clip into irregular, coherent patches (objects,
+ *     background) whose tokens share a random prototype even when far apart.
+ *     Without regions, content would only be local and static 3-D cubes
+ *     would group V as well as clustering; the paper measures the opposite
+ *     (block-mean energy 8% sequence order, 12% cubes, 36% k-means).  With
+ *     WL_SEGMENTS = 24 and the shares below, v_channel_offset = 0 gives about
+ *     12% / 21% / 40% at the default size.
+ *  2. Per-head projections.  Q, K and V are z times random WL_LATENT x D
+ *     matrices (different per tensor and per head), times per-channel gains,
+ *     plus i.i.d. noise carrying WL_NOISE_SHARE of each entry's variance so
+ *     that nothing is exactly low-rank.  K's matrix is correlated with Q's
+ *     (WL_QK_SHARED) so that a query scores similar - hence mostly nearby -
+ *     tokens higher, as in real video attention; Q is scaled by WL_Q_SCALE
+ *     so that softmax rows are moderately peaked (row max probability around
+ *     1e-2 at 8K tokens, neither uniform nor one-hot).
+ *  3. K channel offsets: a per-(head, channel) constant with std
+ *     k_channel_offset added to every K token.  It shifts each score row by a
+ *     constant (softmax does not change) but dominates K's range: the reason
+ *     SageAttention subtracts the token mean of K before quantizing.
+ *  4. V channel offsets: a per-(head, channel) constant with std
+ *     v_channel_offset: energy that a block mean removes for free.
+ *  5. Sparse V outliers.  round(v_outlier_fraction * S) tokens, grown around
+ *     a few space-time blobs (highlights, edges; a blob drifts across frames),
+ *     get sign * v_outlier_scale * m (m uniform in [0.75, 1.25], in units of
+ *     the V std, which is 1) added in v_outlier_channels channels.  The
+ *     tokens are a property of the clip (shared by the heads of one batch
+ *     item); the channel set and signs are drawn per (batch, head).  This is
+ *     the paper's observation: V outliers sit in a few tokens whose channels
+ *     change across heads; they inflate per-channel or per-block V scales.
+ *
+ * Magnitudes: the token-varying part of K and V has RMS 1 per entry (like
+ * post-norm activations), Q has RMS WL_Q_SCALE; offsets and outliers come on
+ * top.
+ *
+ * Determinism: every random draw comes from a splitmix64 stream keyed by
+ * (seed, purpose, batch index, head index) and is consumed in a fixed order
+ * that does not depend on the float knobs.  So the bytes of slice (b, h)
+ * depend only on the seed, b, h, the grid and head_dim - not on the number
+ * of threads, batches or heads.  Changing an offset or the outlier scale
+ * changes only that term of the data (everything else stays bit-identical),
+ * and changing a correlation refilters the same innovations, which makes
+ * ablations clean.  Only v_outlier_fraction moves which tokens are outliers.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define WL_LATENT 16          /* latent factors per token */
+#define WL_SEGMENTS 24        /* competing region fields per clip */
+#define WL_SEGMENT_SHARE 0.7  /* share of the latent variance that is the region prototype */
+#define WL_NOISE_SHARE 0.25   /* share of each entry's variance that is i.i.d. noise */
+#define WL_QK_SHARED 0.5      /* correlation of the Q and K projection matrices */
+#define WL_Q_SCALE 1.25       /* RMS of Q's entries: sets how peaked softmax is */
+#define WL_GAIN_LOG_STD 0.25  /* per-channel gains exp(N(0, 0.25^2)), RMS-normalized */
+#define WL_BLOB_TOKENS 32     /* outlier tokens per blob (the blob count follows) */
+#define WL_MAX_BLOBS 16
+#define WL_PARAM_MAX 1.0e6f   /* larger offsets/scales could overflow float */
+
+/* purposes of the random streams */
+enum { WL_STREAM_FIELD = 1, WL_STREAM_BLOBS, WL_STREAM_HEAD, WL_STREAM_NOISE_Q,
+       WL_STREAM_NOISE_K, WL_STREAM_NOISE_V };
+
+/* ---- random numbers ------------------------------------------------------ */
+
+static inline uint64_t wl_mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t wl_next(uint64_t *state) { return wl_mix(*state += 0x9E3779B97F4A7C15ull); }
+
+/* Independent stream per (seed, purpose, batch, head). */
+static uint64_t wl_stream(uint64_t seed, uint64_t purpose, int64_t b, int64_t h) {
+    uint64_t s = wl_mix(seed + 0x9E3779B97F4A7C15ull);
+    s = wl_mix(s ^ (purpose * 0xD1B54A32D192ED03ull));
+    s = wl_mix(s ^ ((uint64_t)b + 1u) * 0xAEF17502108EF2D9ull);
+    s = wl_mix(s ^ ((uint64_t)h + 1u) * 0x8CB92BA72F3D8DD7ull);
+    return s;
+}
+
+static inline double wl_uniform(uint64_t *state) { /* [0, 1) */
+    return (double)(wl_next(state) >> 11) * 0x1.0p-53;
+}
+
+static double wl_normal(uint64_t *state) { /* Box-Muller, one value per call */
+    double u1 = ((double)(wl_next(state) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+    double u2 = wl_uniform(state);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* Bulk noise: the sum of four 16-bit uniforms (Irwin-Hall), standardized.
+ * Close to N(0,1) within |x| < 3.46 and much cheaper than Box-Muller; the
+ * generator draws about 10^9 of these at the Wan 720p size. */
+static inline float wl_fast_normal(uint64_t *state) {
+    uint64_t r = wl_next(state);
+    int32_t sum = (int32_t)(r & 0xFFFFu) + (int32_t)((r >> 16) & 0xFFFFu) +
+                  (int32_t)((r >> 32) & 0xFFFFu) + (int32_t)(r >> 48);
+    /* mean 4 * 65535 / 2; variance 4 * (65536^2 - 1) / 12 */
+    return (float)(sum - 131070) * 2.6429065e-5f;
+}
+
+/* ---- validation ----------------------------------------------------------- */
+
+static int wl_finite_in(float x, float lo, float hi) { return isfinite(x) && x >= lo && x <= hi; }
+
+static vcattn_status wl_validate(const vcattn_workload_params *p, int64_t *seq) {
+    if (p->batch <= 0 || p->heads <= 0 || p->frames <= 0 || p->height <= 0 || p->width <= 0 ||
+        p->head_dim <= 0)
+        return VCATTN_STATUS_BAD_SHAPE;
+    if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
+    int64_t s, count;
+    if (!vc_mul_i64(p->frames, p->height, &s) || !vc_mul_i64(s, p->width, &s))
+        return VCATTN_STATUS_SIZE_OVERFLOW;
+    vcattn_status st = vc_count4(p->batch, p->heads, s, p->head_dim, sizeof(float), &count);
+    if (st != VCATTN_STATUS_SUCCESS) return st;
+    /* scratch: B*S*(WL_LATENT + 1) + S*(WL_SEGMENTS + 4) floats, less than
+     * the B*H*S*D floats checked above since D >= 64 */
+    if (!wl_finite_in(p->spatial_correlation, 0.0f, 1.0f) ||
+        !wl_finite_in(p->temporal_correlation, 0.0f, 1.0f) ||
+        !wl_finite_in(p->v_outlier_fraction, 0.0f, 1.0f) ||
+        !wl_finite_in(p->k_channel_offset, 0.0f, WL_PARAM_MAX) ||
+        !wl_finite_in(p->v_outlier_scale, 0.0f, WL_PARAM_MAX) ||
+        !wl_finite_in(p->v_channel_offset, 0.0f, WL_PARAM_MAX) || p->v_outlier_channels < 0 ||
+        (int64_t)p->v_outlier_channels > p->head_dim)
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    *seq = s;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+/* ---- per batch item: latent field and outlier tokens ----------------------- */
+
+/* x_0 = e_0, x_i = rho x_{i-1} + sqrt(1 - rho^2) e_i over `n` steps of
+ * `len` contiguous floats, `step` floats apart: a stationary AR(1) that keeps
+ * unit variance and gives correlation rho^distance. */
+static void wl_ar1(float *z, int64_t n, int64_t step, int64_t len, float rho, float keep) {
+    for (int64_t i = 1; i < n; ++i) {
+        float *cur = z + i * step;
+        const float *prev = cur - step;
+        for (int64_t j = 0; j < len; ++j) cur[j] = rho * prev[j] + keep * cur[j];
+    }
+}
+
+/* Unit-variance white noise smoothed along x, y (rho_s) and t (rho_t);
+ * z holds `per_token` independent fields, token-major. */
+static void wl_smooth_noise(const vcattn_workload_params *p, uint64_t *rng, float *z,
+                            int64_t per_token) {
+    const int64_t T = p->frames, H = p->height, W = p->width, n = per_token;
+    for (int64_t i = 0; i < T * H * W * n; ++i) z[i] = (float)wl_normal(rng);
+    float rs = p->spatial_correlation, rt = p->temporal_correlation;
+    float ks = (float)sqrt(1.0 - (double)rs * rs), kt = (float)sqrt(1.0 - (double)rt * rt);
+    for (int64_t r = 0; r < T * H; ++r) wl_ar1(z + r * W * n, W, n, n, rs, ks);    /* along x */
+    for (int64_t t = 0; t < T; ++t) wl_ar1(z + t * H * W * n, H, W * n, W * n, rs, ks); /* y */
+    wl_ar1(z, T, H * W * n, H * W * n, rt, kt);                                  /* along t */
+}
+
+/* z (S, WL_LATENT) of batch item b: a region prototype plus a smooth field.
+ * Regions: each token takes the argmax of WL_SEGMENTS smooth fields, which
+ * cuts the clip into irregular, coherent regions (objects, background); a
+ * region can reappear far away, so tokens far apart can share content. */
+static void wl_latent_field(const vcattn_workload_params *p, int64_t b, float *z, float *seg) {
+    const int64_t S = p->frames * p->height * p->width, L = WL_LATENT, G = WL_SEGMENTS;
+    uint64_t rng = wl_stream(p->seed, WL_STREAM_FIELD, b, 0);
+    float proto[WL_SEGMENTS * WL_LATENT];
+    for (int64_t i = 0; i < G * L; ++i) proto[i] = (float)wl_normal(&rng);
+    wl_smooth_noise(p, &rng, z, L);
+    wl_smooth_noise(p, &rng, seg, G);
+    const float a = (float)sqrt(WL_SEGMENT_SHARE), c = (float)sqrt(1.0 - WL_SEGMENT_SHARE);
+    for (int64_t s = 0; s < S; ++s) {
+        const float *g = seg + s * G;
+        int64_t best = 0;
+        for (int64_t i = 1; i < G; ++i)
+            if (g[i] > g[best]) best = i;
+        float *zs = z + s * L;
+        for (int64_t l = 0; l < L; ++l) zs[l] = a * proto[best * L + l] + c * zs[l];
+    }
+}
+
+typedef struct {
+    double score;
+    int64_t index;
+} wl_ranked;
+
+static int wl_rank_cmp(const void *a, const void *b) {
+    const wl_ranked *x = (const wl_ranked *)a, *y = (const wl_ranked *)b;
+    if (x->score != y->score) return x->score < y->score ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* mag[s] = 0 for ordinary tokens, the outlier magnitude factor (in
+ * [0.75, 1.25]) for the n_out tokens nearest to a few random blobs. */
+static void wl_outlier_tokens(const vcattn_workload_params *p, int64_t b, int64_t seq,
+                              wl_ranked *rank, float *mag) {
+    memset(mag, 0, sizeof(float) * (size_t)seq);
+    int64_t n_out = (int64_t)floor((double)p->v_outlier_fraction * (double)seq + 0.5);
+    if (n_out > seq) n_out = seq;
+    if (n_out <= 0) return;
+    uint64_t rng = wl_stream(p->seed, WL_STREAM_BLOBS, b, 0);
+    int nb = (int)((n_out + WL_BLOB_TOKENS - 1) / WL_BLOB_TOKENS);
+    if (nb > WL_MAX_BLOBS) nb = WL_MAX_BLOBS;
+    /* Each blob: a centre, a drift per frame (a moving highlight), and
+     * inverse radii; time is stretched so blobs persist over a few frames. */
+    double c[WL_MAX_BLOBS][3], vel[WL_MAX_BLOBS][2], inv_r[WL_MAX_BLOBS][3];
+    for (int i = 0; i < nb; ++i) {
+        c[i][0] = wl_uniform(&rng) * (double)p->frames;
+        c[i][1] = wl_uniform(&rng) * (double)p->height;
+        c[i][2] = wl_uniform(&rng) * (double)p->width;
+        vel[i][0] = wl_uniform(&rng) - 0.5;
+        vel[i][1] = wl_uniform(&rng) - 0.5;
+        inv_r[i][0] = 1.0 / (1.5 + 2.5 * wl_uniform(&rng));
+        inv_r[i][1] = 1.0 / (1.0 + 1.5 * wl_uniform(&rng));
+        inv_r[i][2] = 1.0 / (1.0 + 1.5 * wl_uniform(&rng));
+    }
+    int64_t s = 0;
+    for (int64_t t = 0; t < p->frames; ++t)
+        for (int64_t y = 0; y < p->height; ++y)
+            for (int64_t x = 0; x < p->width; ++x, ++s) {
+                double best = INFINITY;
+                for (int i = 0; i < nb; ++i) {
+                    double dt = ((double)t + 0.5 - c[i][0]);
+                    double dy = ((double)y + 0.5 - c[i][1] - vel[i][0] * dt) * inv_r[i][1];
+                    double dx = ((double)x + 0.5 - c[i][2] - vel[i][1] * dt) * inv_r[i][2];
+                    dt *= inv_r[i][0];
+                    double d = dt * dt + dy * dy + dx * dx;
+                    if (d < best) best = d;
+                }
+                /* ragged edges: a token-level jitter of the distance */
+                rank[s].score = best * (1.0 + 0.5 * wl_uniform(&rng));
+                rank[s].index = s;
+            }
+    qsort(rank, (size_t)seq, sizeof *rank, wl_rank_cmp);
+    for (int64_t i = 0; i < n_out; ++i) mag[rank[i].index] = 1.0f; /* mark */
+    /* magnitudes in sequence order, so they do not depend on the sort */
+    for (int64_t i = 0; i < seq; ++i)
+        if (mag[i] != 0.0f) mag[i] = (float)(0.75 + 0.5 * wl_uniform(&rng));
+}
+
+/* ---- per (batch, head): projections, offsets, outliers --------------------- */
+
+typedef struct {
+    const vcattn_workload_params *p;
+    int64_t seq;
+    const float *z;   /* (B, S, WL_LATENT) */
+    const float *mag; /* (B, S) */
+    float *q, *k, *v;
+} wl_ctx;
+
+static void wl_gains(uint64_t *rng, float *g, int64_t d) {
+    double ss = 0.0;
+    for (int64_t i = 0; i < d; ++i) {
+        g[i] = (float)exp(WL_GAIN_LOG_STD * wl_normal(rng));
+        ss += (double)g[i] * g[i];
+    }
+    float norm = (float)(1.0 / sqrt(ss / (double)d)); /* RMS 1 over channels */
+    for (int64_t i = 0; i < d; ++i) g[i] *= norm;
+}
+
+static void wl_head(void *vctx, int64_t task, int worker) {
+    (void)worker;
+    const wl_ctx *c = (const wl_ctx *)vctx;
+    const vcattn_workload_params *p = c->p;
+    const int64_t D = p->head_dim, L = WL_LATENT, S = c->seq;
+    const int64_t b = task / p->heads, h = task % p->heads;
+
+    float aq[WL_LATENT * 128], ak[WL_LATENT * 128], av[WL_LATENT * 128];
+    float gq[128], gk[128], gv[128], koff[128], voff[128], vout[128];
+    uint64_t rng = wl_stream(p->seed, WL_STREAM_HEAD, b, h);
+    /* Entries N(0, 1/L) give unit-variance projections of a unit-variance z. */
+    const double inv_sqrt_l = 1.0 / sqrt((double)L);
+    for (int64_t i = 0; i < L * D; ++i) aq[i] = (float)(wl_normal(&rng) * inv_sqrt_l);
+    const double shared = WL_QK_SHARED, own = sqrt(1.0 - WL_QK_SHARED * WL_QK_SHARED);
+    for (int64_t i = 0; i < L * D; ++i)
+        ak[i] = (float)(shared * aq[i] + own * wl_normal(&rng) * inv_sqrt_l);
+    for (int64_t i = 0; i < L * D; ++i) av[i] = (float)(wl_normal(&rng) * inv_sqrt_l);
+    wl_gains(&rng, gq, D);
+    wl_gains(&rng, gk, D);
+    wl_gains(&rng, gv, D);
+    for (int64_t i = 0; i < D; ++i) koff[i] = (float)(p->k_channel_offset * wl_normal(&rng));
+    for (int64_t i = 0; i < D; ++i) voff[i] = (float)(p->v_channel_offset * wl_normal(&rng));
+    /* Outlier channels: signs for all channels, then a partial Fisher-Yates
+     * shuffle picks v_outlier_channels of them (drawn last, so the count does
+     * not disturb the draws above). */
+    float sign[128];
+    int32_t order[128];
+    for (int64_t i = 0; i < D; ++i) sign[i] = (wl_next(&rng) >> 63) ? -1.0f : 1.0f;
+    for (int64_t i = 0; i < D; ++i) order[i] = (int32_t)i;
+    for (int64_t i = 0; i < p->v_outlier_channels; ++i) {
+        int64_t j = i + (int64_t)(wl_uniform(&rng) * (double)(D - i));
+        if (j >= D) j = D - 1;
+        int32_t tmp = order[i];
+        order[i] = order[j];
+        order[j] = tmp;
+    }
+    for (int64_t i = 0; i < D; ++i) vout[i] = 0.0f;
+    for (int64_t i = 0; i < p->v_outlier_channels; ++i)
+        vout[order[i]] = sign[order[i]] * p->v_outlier_scale;
+
+    uint64_t nq = wl_stream(p->seed, WL_STREAM_NOISE_Q, b, h);
+    uint64_t nk = wl_stream(p->seed, WL_STREAM_NOISE_K, b, h);
+    uint64_t nv = wl_stream(p->seed, WL_STREAM_NOISE_V, b, h);
+    const float sig = (float)sqrt(1.0 - WL_NOISE_SHARE), noi = (float)sqrt(WL_NOISE_SHARE);
+    for (int64_t i = 0; i < D; ++i) gq[i] *= (float)WL_Q_SCALE;
+
+    const int64_t off = (b * p->heads + h) * S * D;
+    float *q = c->q + off, *k = c->k + off, *v = c->v + off;
+    const float *zb = c->z + b * S * L, *magb = c->mag + b * S;
+    float eq[128], ek[128], ev[128];
+    for (int64_t s = 0; s < S; ++s) {
+        const float *zs = zb + s * L;
+        float *qs = q + s * D, *ks = k + s * D, *vs = v + s * D;
+        for (int64_t d = 0; d < D; ++d) eq[d] = wl_fast_normal(&nq);
+        for (int64_t d = 0; d < D; ++d) ek[d] = wl_fast_normal(&nk);
+        for (int64_t d = 0; d < D; ++d) ev[d] = wl_fast_normal(&nv);
+        const float m = magb[s]; /* 0 unless an outlier token */
+        /* 16 channels at a time, so the accumulators stay in registers */
+        for (int64_t d0 = 0; d0 < D; d0 += 16) {
+            float accq[16] = {0}, acck[16] = {0}, accv[16] = {0};
+            for (int64_t l = 0; l < L; ++l) {
+                const float zl = zs[l];
+                const float *aql = aq + l * D + d0, *akl = ak + l * D + d0, *avl = av + l * D + d0;
+                for (int j = 0; j < 16; ++j) {
+                    accq[j] += zl * aql[j];
+                    acck[j] += zl * akl[j];
+                    accv[j] += zl * avl[j];
+                }
+            }
+            for (int j = 0; j < 16; ++j) {
+                const int64_t d = d0 + j;
+                qs[d] = gq[d] * (sig * accq[j] + noi * eq[d]);
+                ks[d] = gk[d] * (sig * acck[j] + noi * ek[d]) + koff[d];
+                vs[d] = gv[d] * (sig * accv[j] + noi * ev[d]) + voff[d] + m * vout[d];
+            }
+        }
+    }
+}
+
+/* ---- public ---------------------------------------------------------------- */
+
+void vcattn_workload_params_init(vcattn_workload_params *p) {
+    if (!p) return;
+    memset(p, 0, sizeof *p);
+    p->batch = 1;
+    p->heads = 2;
+    p->frames = 8;
+    p->height = 32;
+    p->width = 32;
+    p->head_dim = 128;
+    p->seed = 1;
+    p->spatial_correlation = 0.9f;
+    p->temporal_correlation = 0.8f;
+    p->k_channel_offset = 2.0f;
+    p->v_outlier_fraction = 0.005f;
+    p->v_outlier_scale = 20.0f;
+    p->v_outlier_channels = 8;
+    p->v_channel_offset = 0.5f;
+}
+
+vcattn_status vcattn_workload_generate(const vcattn_workload_params *p, float *q, float *k,
+                                       float *v) {
+    if (!p || !q || !k || !v) return VCATTN_STATUS_NULL_POINTER;
+    int64_t seq = 0;
+    vcattn_status st = wl_validate(p, &seq);
+    if (st != VCATTN_STATUS_SUCCESS) return st;
+
+    /* sizes below fit: B*S*(L+1) floats < B*H*S*D floats, checked above */
+    const size_t bs = (size_t)p->batch * (size_t)seq;
+    float *z = (float *)malloc(sizeof(float) * bs * WL_LATENT);
+    float *mag = (float *)malloc(sizeof(float) * bs);
+    wl_ranked *rank = (wl_ranked *)malloc(sizeof(wl_ranked) * (size_t)seq);
+    float *seg = (float *)malloc(sizeof(float) * (size_t)seq * WL_SEGMENTS);
+    if (!z || !mag || !rank || !seg) {
+        free(z);
+        free(mag);
+        free(rank);
+        free(seg);
+        return VCATTN_STATUS_OUT_OF_MEMORY;
+    }
+    for (int64_t b = 0; b < p->batch; ++b) {
+        wl_latent_field(p, b, z + (size_t)b * (size_t)seq * WL_LATENT, seg);
+        wl_outlier_tokens(p, b, seq, rank, mag + (size_t)b * (size_t)seq);
+    }
+    free(rank);
+    free(seg);
+
+    wl_ctx ctx = {p, seq, z, mag, q, k, v};
+    vc_parallel_for(p->batch * p->heads, 0, wl_head, &ctx);
+    free(z);
+    free(mag);
+    return VCATTN_STATUS_SUCCESS;
+}

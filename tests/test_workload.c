@@ -1,0 +1,581 @@
+/* test_workload.c - the synthetic video-DiT workload: determinism, the
+ * structure it promises (space-time correlation, K/V channel offsets,
+ * clustered V outlier tokens whose channels vary per head, moderately peaked
+ * softmax) and input validation. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "test.h"
+#include "vcattn.h"
+
+typedef struct {
+    float *q, *k, *v;
+    int64_t seq, n;
+} wl_bufs;
+
+static int wl_alloc(const vcattn_workload_params *p, wl_bufs *b) {
+    b->seq = p->frames * p->height * p->width;
+    b->n = p->batch * p->heads * b->seq * p->head_dim;
+    b->q = (float *)malloc(sizeof(float) * (size_t)b->n);
+    b->k = (float *)malloc(sizeof(float) * (size_t)b->n);
+    b->v = (float *)malloc(sizeof(float) * (size_t)b->n);
+    return b->q && b->k && b->v;
+}
+
+static void wl_release(wl_bufs *b) {
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    memset(b, 0, sizeof *b);
+}
+
+/* generate into freshly allocated buffers; 0 on any failure (recorded) */
+static int wl_make(const vcattn_workload_params *p, wl_bufs *b) {
+    if (!wl_alloc(p, b)) {
+        CHECK_MSG(0, "out of memory in test");
+        wl_release(b);
+        return 0;
+    }
+    vcattn_status st = vcattn_workload_generate(p, b->q, b->k, b->v);
+    CHECK_STATUS(st, VCATTN_STATUS_SUCCESS);
+    if (st != VCATTN_STATUS_SUCCESS) {
+        wl_release(b);
+        return 0;
+    }
+    return 1;
+}
+
+static void wl_small(vcattn_workload_params *p, uint64_t seed) {
+    vcattn_workload_params_init(p);
+    p->frames = 4;
+    p->height = 16;
+    p->width = 16;
+    p->head_dim = 64;
+    p->seed = seed;
+}
+
+/* mean cosine of per-channel-centred rows a and b (D values) */
+static double wl_cos(const float *a, const float *b, const double *mu, int64_t d) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < d; ++i) {
+        double x = a[i] - mu[i], y = b[i] - mu[i];
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    return ab / sqrt(aa * bb + 1e-300);
+}
+
+static void wl_channel_mean(const float *x, int64_t s, int64_t d, double *mu) {
+    for (int64_t i = 0; i < d; ++i) mu[i] = 0.0;
+    for (int64_t t = 0; t < s; ++t)
+        for (int64_t i = 0; i < d; ++i) mu[i] += x[t * d + i];
+    for (int64_t i = 0; i < d; ++i) mu[i] /= (double)s;
+}
+
+TEST(workload_defaults) {
+    vcattn_workload_params p;
+    memset(&p, 0x5A, sizeof p);
+    vcattn_workload_params_init(&p);
+    CHECK_EQ_INT(p.batch, 1);
+    CHECK_EQ_INT(p.heads, 2);
+    CHECK_EQ_INT(p.frames * p.height * p.width, 8192);
+    CHECK_EQ_INT(p.frames, 8);
+    CHECK_EQ_INT(p.height, 32);
+    CHECK_EQ_INT(p.width, 32);
+    CHECK_EQ_INT(p.head_dim, 128);
+    CHECK_EQ_INT(p.seed, 1);
+    CHECK_NEAR(p.spatial_correlation, 0.9, 1e-6);
+    CHECK_NEAR(p.temporal_correlation, 0.8, 1e-6);
+    CHECK_NEAR(p.k_channel_offset, 2.0, 1e-6);
+    CHECK_NEAR(p.v_outlier_fraction, 0.005, 1e-9);
+    CHECK_NEAR(p.v_outlier_scale, 20.0, 1e-6);
+    CHECK_EQ_INT(p.v_outlier_channels, 8);
+    CHECK_NEAR(p.v_channel_offset, 0.5, 1e-6);
+    vcattn_workload_params_init(NULL); /* must not crash */
+}
+
+TEST(workload_deterministic_per_seed) {
+    vcattn_workload_params p;
+    wl_small(&p, test_seed());
+    wl_bufs a, b, c;
+    if (!wl_make(&p, &a)) return;
+    if (!wl_make(&p, &b)) { wl_release(&a); return; }
+    size_t bytes = sizeof(float) * (size_t)a.n;
+    CHECK(memcmp(a.q, b.q, bytes) == 0);
+    CHECK(memcmp(a.k, b.k, bytes) == 0);
+    CHECK(memcmp(a.v, b.v, bytes) == 0);
+    p.seed += 1;
+    if (wl_make(&p, &c)) {
+        int64_t same_q = 0, same_k = 0, same_v = 0;
+        for (int64_t i = 0; i < a.n; ++i) {
+            same_q += a.q[i] == c.q[i];
+            same_k += a.k[i] == c.k[i];
+            same_v += a.v[i] == c.v[i];
+        }
+        CHECK_MSG(same_q < a.n / 100 && same_k < a.n / 100 && same_v < a.n / 100,
+                  "another seed repeats values: %lld %lld %lld of %lld", (long long)same_q,
+                  (long long)same_k, (long long)same_v, (long long)a.n);
+        wl_release(&c);
+    }
+    wl_release(&a);
+    wl_release(&b);
+}
+
+/* Slice (b, h) depends on (seed, b, h) only: adding heads or batch items does
+ * not change it, and different (b, h) get different data. */
+TEST(workload_slices_independent) {
+    vcattn_workload_params p;
+    wl_small(&p, test_seed());
+    p.batch = 1;
+    p.heads = 2;
+    wl_bufs a, b;
+    if (!wl_make(&p, &a)) return;
+    p.batch = 2;
+    p.heads = 3;
+    if (!wl_make(&p, &b)) { wl_release(&a); return; }
+    const int64_t slice = a.seq * p.head_dim;
+    const size_t bytes = sizeof(float) * (size_t)slice;
+    for (int64_t h = 0; h < 2; ++h) {
+        CHECK(memcmp(a.q + h * slice, b.q + h * slice, bytes) == 0);
+        CHECK(memcmp(a.k + h * slice, b.k + h * slice, bytes) == 0);
+        CHECK(memcmp(a.v + h * slice, b.v + h * slice, bytes) == 0);
+    }
+    /* batch 1, head 0 differs from batch 0, head 0; head 1 from head 0 */
+    CHECK(memcmp(b.v, b.v + 3 * slice, bytes) != 0);
+    CHECK(memcmp(b.q, b.q + slice, bytes) != 0);
+    wl_release(&a);
+    wl_release(&b);
+}
+
+TEST(workload_finite_and_order_one) {
+    vcattn_workload_params p;
+    vcattn_workload_params_init(&p);
+    p.seed = test_seed();
+    wl_bufs b;
+    if (!wl_make(&p, &b)) return;
+    const int64_t D = p.head_dim;
+    int finite = 1;
+    for (int64_t i = 0; i < b.n; ++i)
+        finite &= isfinite(b.q[i]) && isfinite(b.k[i]) && isfinite(b.v[i]);
+    CHECK(finite);
+    for (int64_t h = 0; h < p.heads; ++h) {
+        const float *x[3] = {b.q + h * b.seq * D, b.k + h * b.seq * D, b.v + h * b.seq * D};
+        for (int t = 0; t < 3; ++t) {
+            double mu[128], ss = 0.0;
+            wl_channel_mean(x[t], b.seq, D, mu);
+            for (int64_t s = 0; s < b.seq; ++s)
+                for (int64_t d = 0; d < D; ++d) {
+                    double e = x[t][s * D + d] - mu[d];
+                    ss += e * e;
+                }
+            double rms = sqrt(ss / (double)(b.seq * D));
+            /* post-norm-like activations: O(1) (V includes its outliers) */
+            CHECK_MSG(rms > 0.5 && rms < 2.5, "tensor %d head %lld: centred RMS %g", t,
+                      (long long)h, rms);
+        }
+    }
+    wl_release(&b);
+}
+
+/* mean cosine of V between x-neighbours, t-neighbours and random pairs */
+static void wl_neighbour_cosines(const vcattn_workload_params *p, const float *v, double *cx,
+                                 double *ct, double *cr, uint64_t seed) {
+    const int64_t D = p->head_dim, S = p->frames * p->height * p->width;
+    const int64_t frame = p->height * p->width;
+    double mu[128];
+    wl_channel_mean(v, S, D, mu);
+    test_rng r = {seed};
+    double sx = 0, st = 0, sr = 0;
+    int64_t nx = 0, nt = 0, nr = 0;
+    for (int64_t s = 0; s < S; ++s) {
+        if (s % p->width + 1 < p->width) {
+            sx += wl_cos(v + s * D, v + (s + 1) * D, mu, D);
+            ++nx;
+        }
+        if (s + frame < S) {
+            st += wl_cos(v + s * D, v + (s + frame) * D, mu, D);
+            ++nt;
+        }
+        int64_t j = (int64_t)(test_rng_next(&r) % (uint64_t)S);
+        if (j != s) {
+            sr += wl_cos(v + s * D, v + j * D, mu, D);
+            ++nr;
+        }
+    }
+    *cx = sx / (double)nx;
+    *ct = st / (double)nt;
+    *cr = sr / (double)nr;
+}
+
+TEST(workload_space_time_correlation) {
+    vcattn_workload_params p;
+    vcattn_workload_params_init(&p);
+    p.seed = test_seed();
+    p.heads = 1;
+    p.v_outlier_fraction = 0.0f; /* look at the content only */
+    wl_bufs b;
+    if (!wl_make(&p, &b)) return;
+    double cx, ct, cr;
+    wl_neighbour_cosines(&p, b.v, &cx, &ct, &cr, p.seed);
+    CHECK_MSG(cx > cr + 0.25, "x-neighbour cosine %g vs random %g", cx, cr);
+    CHECK_MSG(ct > cr + 0.2, "t-neighbour cosine %g vs random %g", ct, cr);
+    CHECK_MSG(fabs(cr) < 0.1, "random pairs cosine %g", cr);
+    wl_release(&b);
+
+    /* no correlation asked: neighbours look like random pairs */
+    p.spatial_correlation = 0.0f;
+    p.temporal_correlation = 0.0f;
+    if (!wl_make(&p, &b)) return;
+    wl_neighbour_cosines(&p, b.v, &cx, &ct, &cr, p.seed);
+    CHECK_MSG(fabs(cx - cr) < 0.05 && fabs(ct - cr) < 0.05,
+              "uncorrelated: x %g t %g random %g", cx, ct, cr);
+    wl_release(&b);
+
+    /* only temporal correlation */
+    p.temporal_correlation = 0.95f;
+    if (!wl_make(&p, &b)) return;
+    wl_neighbour_cosines(&p, b.v, &cx, &ct, &cr, p.seed);
+    CHECK_MSG(fabs(cx - cr) < 0.05 && ct > cr + 0.3, "temporal only: x %g t %g random %g", cx,
+              ct, cr);
+    wl_release(&b);
+}
+
+/* Mean over channels of |token mean of K| */
+static double wl_mean_abs_channel_mean(const float *k, int64_t S, int64_t D) {
+    double mu[128], s = 0.0;
+    wl_channel_mean(k, S, D, mu);
+    for (int64_t d = 0; d < D; ++d) s += fabs(mu[d]);
+    return s / (double)D;
+}
+
+TEST(workload_k_channel_offset) {
+    vcattn_workload_params p;
+    vcattn_workload_params_init(&p);
+    p.seed = test_seed();
+    const int64_t D = p.head_dim;
+    wl_bufs with, without;
+    if (!wl_make(&p, &with)) return;
+    p.k_channel_offset = 0.0f;
+    if (!wl_make(&p, &without)) { wl_release(&with); return; }
+    const size_t bytes = sizeof(float) * (size_t)with.n;
+    /* only K changes */
+    CHECK(memcmp(with.q, without.q, bytes) == 0);
+    CHECK(memcmp(with.v, without.v, bytes) == 0);
+    double ss = 0.0, worst = 0.0;
+    for (int64_t h = 0; h < p.heads; ++h) {
+        const float *kw = with.k + h * with.seq * D, *ko = without.k + h * with.seq * D;
+        for (int64_t d = 0; d < D; ++d) {
+            double off = (double)kw[d] - ko[d];
+            ss += off * off;
+            for (int64_t s = 1; s < with.seq; ++s) {
+                double dev = fabs(((double)kw[s * D + d] - ko[s * D + d]) - off);
+                if (dev > worst) worst = dev;
+            }
+        }
+        double m_with = wl_mean_abs_channel_mean(kw, with.seq, D);
+        double m_without = wl_mean_abs_channel_mean(ko, with.seq, D);
+        CHECK_MSG(m_with > 1.0 && m_with > 2.0 * m_without,
+                  "head %lld: |channel mean of K| %g with offset, %g without", (long long)h,
+                  m_with, m_without);
+    }
+    /* the difference is one constant per (head, channel) with std ~ 2 */
+    CHECK_MSG(worst < 1e-5, "K offset not constant over tokens: %g", worst);
+    double std = sqrt(ss / (double)(p.heads * D));
+    CHECK_MSG(std > 1.5 && std < 2.5, "K offset std %g, expected ~2", std);
+    wl_release(&with);
+    wl_release(&without);
+}
+
+TEST(workload_v_channel_offset) {
+    vcattn_workload_params p;
+    wl_small(&p, test_seed());
+    p.head_dim = 128;
+    p.heads = 3;
+    p.v_channel_offset = 1.5f;
+    const int64_t D = p.head_dim;
+    wl_bufs with, without;
+    if (!wl_make(&p, &with)) return;
+    p.v_channel_offset = 0.0f;
+    if (!wl_make(&p, &without)) { wl_release(&with); return; }
+    const size_t bytes = sizeof(float) * (size_t)with.n;
+    CHECK(memcmp(with.q, without.q, bytes) == 0);
+    CHECK(memcmp(with.k, without.k, bytes) == 0);
+    double ss = 0.0, worst = 0.0;
+    for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+            const float *vw = with.v + h * with.seq * D, *vo = without.v + h * with.seq * D;
+            double off = (double)vw[d] - vo[d];
+            ss += off * off;
+            for (int64_t s = 1; s < with.seq; ++s) {
+                double dev = fabs(((double)vw[s * D + d] - vo[s * D + d]) - off);
+                if (dev > worst) worst = dev;
+            }
+        }
+    CHECK_MSG(worst < 1e-5, "V offset not constant over tokens: %g", worst);
+    double std = sqrt(ss / (double)(p.heads * D));
+    CHECK_MSG(std > 1.1 && std < 1.9, "V offset std %g, expected ~1.5", std);
+    wl_release(&with);
+    wl_release(&without);
+}
+
+TEST(workload_v_outliers) {
+    vcattn_workload_params p;
+    vcattn_workload_params_init(&p);
+    p.seed = test_seed();
+    p.heads = 3;
+    p.v_outlier_fraction = 0.01f;
+    p.v_outlier_channels = 8;
+    p.v_outlier_scale = 20.0f;
+    const int64_t D = p.head_dim, T = p.frames, H = p.height, W = p.width;
+    wl_bufs with, without;
+    if (!wl_make(&p, &with)) return;
+    p.v_outlier_scale = 0.0f;
+    if (!wl_make(&p, &without)) { wl_release(&with); return; }
+    const int64_t S = with.seq;
+    const int64_t expected = (int64_t)floor(0.01 * (double)S + 0.5);
+    const size_t bytes = sizeof(float) * (size_t)with.n;
+    CHECK(memcmp(with.q, without.q, bytes) == 0);
+    CHECK(memcmp(with.k, without.k, bytes) == 0);
+
+    unsigned char *is_out = (unsigned char *)calloc((size_t)S, 1);
+    unsigned char chans[3][128];
+    if (!is_out) { CHECK(0); wl_release(&with); wl_release(&without); return; }
+    for (int64_t h = 0; h < p.heads; ++h) {
+        const float *vw = with.v + h * S * D, *vo = without.v + h * S * D;
+        int64_t tokens = 0, bad_count = 0, mismatched_set = 0, bad_mag = 0;
+        int have_set = 0;
+        double out_abs = 0.0, other_abs = 0.0;
+        int64_t n_out_entries = 0, n_other = 0;
+        for (int64_t s = 0; s < S; ++s) {
+            unsigned char set[128];
+            int count = 0;
+            for (int64_t d = 0; d < D; ++d) {
+                double diff = (double)vw[s * D + d] - vo[s * D + d];
+                set[d] = diff != 0.0;
+                count += set[d];
+                if (diff != 0.0 && (fabs(diff) < 0.75 * 20 - 1e-3 || fabs(diff) > 1.25 * 20 + 1e-3))
+                    ++bad_mag;
+            }
+            if (count == 0) {
+                if (h == 0) is_out[s] = 0;
+                else CHECK_MSG(!is_out[s], "outlier tokens differ between heads");
+                for (int64_t d = 0; d < D; ++d) other_abs += fabs(vw[s * D + d]);
+                n_other += D;
+                continue;
+            }
+            ++tokens;
+            if (h == 0) is_out[s] = 1;
+            else if (!is_out[s]) CHECK_MSG(0, "outlier tokens differ between heads");
+            if (count != p.v_outlier_channels) ++bad_count;
+            if (!have_set) {
+                memcpy(chans[h], set, 128);
+                have_set = 1;
+            } else if (memcmp(chans[h], set, (size_t)D) != 0) {
+                ++mismatched_set;
+            }
+            for (int64_t d = 0; d < D; ++d)
+                if (set[d]) {
+                    out_abs += fabs(vw[s * D + d]);
+                    ++n_out_entries;
+                }
+        }
+        CHECK_EQ_INT(tokens, expected);
+        CHECK_EQ_INT(bad_count, 0);
+        CHECK_EQ_INT(mismatched_set, 0);
+        CHECK_EQ_INT(bad_mag, 0);
+        /* in the data itself the outliers stand far above everything else */
+        if (n_out_entries > 0 && n_other > 0)
+            CHECK_MSG(out_abs / (double)n_out_entries > 10.0 * other_abs / (double)n_other,
+                      "outlier magnitude %g vs typical %g", out_abs / (double)n_out_entries,
+                      other_abs / (double)n_other);
+    }
+    /* the channel sets vary across heads */
+    CHECK(memcmp(chans[0], chans[1], (size_t)D) != 0);
+    CHECK(memcmp(chans[1], chans[2], (size_t)D) != 0);
+    CHECK(memcmp(chans[0], chans[2], (size_t)D) != 0);
+
+    /* spatially clustered: most outlier tokens touch another one (6-neighbourhood);
+     * scattered at random only about 6% would */
+    int64_t touching = 0, total = 0;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t y = 0; y < H; ++y)
+            for (int64_t x = 0; x < W; ++x) {
+                int64_t s = (t * H + y) * W + x;
+                if (!is_out[s]) continue;
+                ++total;
+                int near = (x > 0 && is_out[s - 1]) || (x + 1 < W && is_out[s + 1]) ||
+                           (y > 0 && is_out[s - W]) || (y + 1 < H && is_out[s + W]) ||
+                           (t > 0 && is_out[s - H * W]) || (t + 1 < T && is_out[s + H * W]);
+                touching += near;
+            }
+    CHECK_MSG(total > 0 && touching * 10 > total * 6, "only %lld of %lld outlier tokens clustered",
+              (long long)touching, (long long)total);
+    free(is_out);
+    wl_release(&with);
+    wl_release(&without);
+}
+
+TEST(workload_outlier_knobs_off) {
+    vcattn_workload_params p;
+    wl_small(&p, test_seed());
+    wl_bufs base, b;
+    p.v_outlier_scale = 0.0f;
+    if (!wl_make(&p, &base)) return;
+    const size_t bytes = sizeof(float) * (size_t)base.n;
+    p.v_outlier_scale = 20.0f;
+    p.v_outlier_channels = 0;
+    if (wl_make(&p, &b)) {
+        CHECK(memcmp(base.v, b.v, bytes) == 0);
+        wl_release(&b);
+    }
+    p.v_outlier_channels = 8;
+    p.v_outlier_fraction = 0.0f;
+    if (wl_make(&p, &b)) {
+        CHECK(memcmp(base.v, b.v, bytes) == 0);
+        wl_release(&b);
+    }
+    /* every token an outlier, every channel: still finite, all tokens shifted */
+    p.v_outlier_fraction = 1.0f;
+    p.v_outlier_channels = (int)p.head_dim;
+    if (wl_make(&p, &b)) {
+        int64_t changed = 0;
+        for (int64_t i = 0; i < b.n; ++i) changed += fabs((double)b.v[i] - base.v[i]) >= 14.9;
+        CHECK_EQ_INT(changed, b.n);
+        wl_release(&b);
+    }
+    wl_release(&base);
+}
+
+TEST(workload_softmax_moderately_peaked) {
+    vcattn_workload_params p;
+    vcattn_workload_params_init(&p);
+    p.seed = test_seed();
+    p.heads = 1;
+    wl_bufs b;
+    if (!wl_make(&p, &b)) return;
+    const int64_t S = b.seq, D = p.head_dim;
+    const double scale = 1.0 / sqrt((double)D);
+    double *sc = (double *)malloc(sizeof(double) * (size_t)S);
+    if (!sc) { CHECK(0); wl_release(&b); return; }
+    enum { ROWS = 24 };
+    double pmax[ROWS];
+    test_rng r = {p.seed};
+    for (int i = 0; i < ROWS; ++i) {
+        int64_t row = (int64_t)(test_rng_next(&r) % (uint64_t)S);
+        double m = -INFINITY, z = 0.0;
+        for (int64_t j = 0; j < S; ++j) {
+            double s = 0.0;
+            for (int64_t d = 0; d < D; ++d) s += (double)b.q[row * D + d] * b.k[j * D + d];
+            sc[j] = s * scale;
+            if (sc[j] > m) m = sc[j];
+        }
+        for (int64_t j = 0; j < S; ++j) z += exp(sc[j] - m);
+        pmax[i] = 1.0 / z;
+        CHECK_MSG(pmax[i] > 4.0 / (double)S && pmax[i] < 0.9, "row %lld max probability %g",
+                  (long long)row, pmax[i]);
+    }
+    /* median in 1e-3 .. 1e-1 */
+    for (int i = 1; i < ROWS; ++i)
+        for (int j = i; j > 0 && pmax[j - 1] > pmax[j]; --j) {
+            double t = pmax[j];
+            pmax[j] = pmax[j - 1];
+            pmax[j - 1] = t;
+        }
+    double median = 0.5 * (pmax[ROWS / 2 - 1] + pmax[ROWS / 2]);
+    CHECK_MSG(median > 1e-3 && median < 1e-1, "median row max probability %g", median);
+    free(sc);
+    wl_release(&b);
+}
+
+TEST(workload_edge_shapes) {
+    vcattn_workload_params p;
+    vcattn_workload_params_init(&p);
+    p.seed = test_seed();
+    /* one token, full correlation, odd grid sizes, D = 64 */
+    const int64_t grids[4][3] = {{1, 1, 1}, {3, 5, 7}, {1, 40, 3}, {9, 1, 1}};
+    const float corr[4] = {0.0f, 1.0f, 0.5f, 1.0f};
+    for (int g = 0; g < 4; ++g) {
+        p.frames = grids[g][0];
+        p.height = grids[g][1];
+        p.width = grids[g][2];
+        p.head_dim = g % 2 ? 64 : 128;
+        p.spatial_correlation = corr[g];
+        p.temporal_correlation = corr[3 - g];
+        p.v_outlier_fraction = g == 0 ? 1.0f : 0.3f;
+        wl_bufs b;
+        if (!wl_make(&p, &b)) continue;
+        int finite = 1;
+        for (int64_t i = 0; i < b.n; ++i)
+            finite &= isfinite(b.q[i]) && isfinite(b.k[i]) && isfinite(b.v[i]);
+        CHECK_MSG(finite, "grid %d not finite", g);
+        wl_release(&b);
+    }
+}
+
+TEST(workload_rejects_bad_input) {
+    vcattn_workload_params ok;
+    wl_small(&ok, test_seed());
+    enum { N = 64 };
+    float q[N], k[N], v[N];
+    for (int i = 0; i < N; ++i) q[i] = k[i] = v[i] = 123.0f;
+    vcattn_workload_params p;
+
+    CHECK_STATUS(vcattn_workload_generate(NULL, q, k, v), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_workload_generate(&ok, NULL, k, v), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_workload_generate(&ok, q, NULL, v), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_workload_generate(&ok, q, k, NULL), VCATTN_STATUS_NULL_POINTER);
+
+    /* every size, zero and negative */
+    for (int field = 0; field < 6; ++field)
+        for (int sign = 0; sign < 2; ++sign) {
+            p = ok;
+            int64_t bad = sign ? -3 : 0;
+            int64_t *f[6] = {&p.batch, &p.heads, &p.frames, &p.height, &p.width, &p.head_dim};
+            *f[field] = bad;
+            CHECK_STATUS(vcattn_workload_generate(&p, q, k, v), VCATTN_STATUS_BAD_SHAPE);
+        }
+    const int64_t dims[] = {1, 16, 32, 96, 127, 129, 256};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; ++i) {
+        p = ok;
+        p.head_dim = dims[i];
+        p.v_outlier_channels = 0;
+        CHECK_STATUS(vcattn_workload_generate(&p, q, k, v), VCATTN_STATUS_UNSUPPORTED_HEAD_DIM);
+    }
+    /* S = 2^63 overflows; so does B*H*S*D, and the byte count */
+    p = ok;
+    p.frames = p.height = p.width = (int64_t)1 << 21;
+    CHECK_STATUS(vcattn_workload_generate(&p, q, k, v), VCATTN_STATUS_SIZE_OVERFLOW);
+    p = ok;
+    p.batch = INT64_MAX / 2;
+    CHECK_STATUS(vcattn_workload_generate(&p, q, k, v), VCATTN_STATUS_SIZE_OVERFLOW);
+    p = ok;
+    p.batch = INT64_MAX / (4 * 65536) + 1; /* S*D = 65536: elements fit int64, bytes do not */
+    p.heads = 1;
+    CHECK_STATUS(vcattn_workload_generate(&p, q, k, v), VCATTN_STATUS_SIZE_OVERFLOW);
+
+    /* float knobs: out of range or not finite */
+    const float bad_unit[] = {-0.01f, 1.01f, NAN, INFINITY, -INFINITY};
+    const float bad_scale[] = {-1e-3f, NAN, INFINITY, -INFINITY, 1e30f};
+    for (size_t i = 0; i < 5; ++i)
+        for (int f = 0; f < 6; ++f) {
+            p = ok;
+            float *fields[6] = {&p.spatial_correlation, &p.temporal_correlation,
+                                &p.v_outlier_fraction, &p.k_channel_offset,
+                                &p.v_outlier_scale, &p.v_channel_offset};
+            *fields[f] = f < 3 ? bad_unit[i] : bad_scale[i];
+            CHECK_STATUS(vcattn_workload_generate(&p, q, k, v), VCATTN_STATUS_INVALID_ARGUMENT);
+        }
+    p = ok;
+    p.v_outlier_channels = -1;
+    CHECK_STATUS(vcattn_workload_generate(&p, q, k, v), VCATTN_STATUS_INVALID_ARGUMENT);
+    p.v_outlier_channels = (int)p.head_dim + 1;
+    CHECK_STATUS(vcattn_workload_generate(&p, q, k, v), VCATTN_STATUS_INVALID_ARGUMENT);
+
+    /* nothing was written by any rejected call */
+    int untouched = 1;
+    for (int i = 0; i < N; ++i) untouched &= q[i] == 123.0f && k[i] == 123.0f && v[i] == 123.0f;
+    CHECK(untouched);
+}
