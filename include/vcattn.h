@@ -161,8 +161,12 @@ typedef struct vcattn_kmeans_params {
 
 void vcattn_kmeans_params_init(vcattn_kmeans_params *p);
 
-/* v: (B,H,S,D) with strides v_stride (batch, head, seq).  perm: (B,H,S) out.
- * labels (B,H,S) and centroids (B,H,k,D) are optional outputs. */
+/* v: (B,H,S,D) with strides v_stride (batch, head, seq), any head_dim > 0.
+ * perm: (B,H,S) out.  labels (B,H,S) and centroids (B,H,k,D) are optional
+ * outputs.  With S < k (and no warm start) every token is its own cluster and
+ * the unused centroid rows are copies.  Non-finite V or warm-start centroids:
+ * VCATTN_STATUS_NON_FINITE; num_threads < 0: INVALID_ARGUMENT.  The result
+ * does not depend on the thread count. */
 vcattn_status vcattn_vsmooth_plan(const float *v, int64_t batch, int64_t heads, int64_t seq,
                                   int64_t head_dim, const int64_t v_stride[3],
                                   const vcattn_kmeans_params *params, int32_t *perm,
@@ -174,7 +178,8 @@ vcattn_status vcattn_cube_permutation(int64_t frames, int64_t height, int64_t wi
                                       int64_t ch, int64_t cw, int32_t *perm);
 
 /* Share of block energy the 128-token block mean removes,
- * 128 |mu_b|^2 / |V_b|_F^2, averaged over full blocks and (batch, head).
+ * 128 |mu_b|^2 / |V_b|_F^2, averaged over full blocks and (batch, head)
+ * (blocks with zero energy are skipped; 0 if all are; S < 128: BAD_SHAPE).
  * perm: (B,H,S) or NULL (sequence order); a perm of one (batch, head) may be
  * shared by passing perm_stride_bh = 0, else perm_stride_bh = S. */
 vcattn_status vcattn_block_energy_share(const float *v, int64_t batch, int64_t heads, int64_t seq,
