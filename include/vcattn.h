@@ -187,6 +187,51 @@ vcattn_status vcattn_block_energy_share(const float *v, int64_t batch, int64_t h
                                         const int32_t *perm, int64_t perm_stride_bh,
                                         double *share);
 
+/* ---- the denoising-step schedule ---------------------------------------------------
+ * The paper's policy: group (run k-means, refresh the permutation) on the
+ * first ceil(group_fraction * n) steps, every `refresh_every` steps inside
+ * that window (a 40-step run groups at steps 0, 4, 8); reuse the last
+ * permutation afterwards.  A pipeline only passes the step index. */
+typedef struct vcattn_schedule {
+    int num_steps;                /* n >= 1 */
+    double group_fraction;        /* (0, 1], default 0.25 */
+    int refresh_every;            /* >= 1, default 4 */
+    int group_every_step;         /* 1: group on every step (ablation / safest) */
+    int keep_demean_after_window; /* 1 (default): keep V-Smooth with the last plan after
+                                     the window; 0: drop demeaning (plain sage2 path) */
+} vcattn_schedule;
+
+typedef enum vcattn_schedule_action {
+    VCATTN_SCHEDULE_GROUP = 0, /* compute a fresh plan (warm-started), then V-Smooth */
+    VCATTN_SCHEDULE_REUSE,     /* V-Smooth with the last plan */
+    VCATTN_SCHEDULE_NO_SMOOTH  /* no V-Smooth on this step */
+} vcattn_schedule_action;
+
+void vcattn_schedule_init(vcattn_schedule *s, int num_steps);
+/* step in [0, num_steps) */
+vcattn_status vcattn_schedule_action_at(const vcattn_schedule *s, int step,
+                                        vcattn_schedule_action *action);
+/* Steps that group, written to steps[0..*count) (capacity >= num_steps). */
+vcattn_status vcattn_schedule_grouping_steps(const vcattn_schedule *s, int *steps, int *count);
+
+/* ---- plan: permutations and centroids per layer, reused across steps -------------------
+ * Holds, for each layer, the (B,H,S) permutation and the (B,H,k,D) centroids
+ * of the last grouping; an update warm-starts k-means from them. */
+typedef struct vcattn_plan vcattn_plan;
+
+vcattn_status vcattn_plan_create(int64_t layers, int64_t batch, int64_t heads, int64_t seq,
+                                 int64_t head_dim, int clusters, vcattn_plan **plan);
+/* Runs k-means on v (strides as vcattn_vsmooth_plan) for `layer`, warm-started
+ * from the layer's previous centroids when it has them. */
+vcattn_status vcattn_plan_update(vcattn_plan *plan, int64_t layer, const float *v,
+                                 const int64_t v_stride[3], int iterations, uint64_t seed,
+                                 int num_threads);
+/* The layer's (B,H,S) permutation, or NULL in *perm if it was never updated. */
+vcattn_status vcattn_plan_permutation(const vcattn_plan *plan, int64_t layer, const int32_t **perm);
+/* Bytes the plan holds (host memory). */
+vcattn_status vcattn_plan_memory_bytes(const vcattn_plan *plan, size_t *bytes);
+void vcattn_plan_destroy(vcattn_plan *plan);
+
 /* ---- metrics ---------------------------------------------------------------------- */
 
 typedef struct vcattn_fidelity {
