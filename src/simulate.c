@@ -33,11 +33,13 @@
 
 typedef struct {
     int64_t nblk;      /* key blocks (Skv rounded up to 128) */
-    double *kt;        /* [nblk][D][128] K code values (or dequantized), transposed per block */
+    float *kt;         /* [nblk][D][128] K code values (or dequantized), transposed per block;
+                          every value is exact in FP32 */
     float *kscale;     /* [nblk*128] per-key dequantization scale (1 when folded into kt) */
     float *ksm;        /* [nblk*128][D] smoothed, permuted K in FP32 (for Q smoothing's delta) */
     double *vq;        /* [nblk*128][D] V (or the residual) in channel-scale units */
-    double *vexact;    /* [nblk*128][D] the exact permuted V (error budget) */
+    float *vqf;        /* vq in FP32 (exact: codes or dequantized codes) for the fast path */
+    float *vexact;     /* [nblk*128][D] the exact permuted V (error budget) */
     double *mu;        /* [nblk][D] block means in channel-scale units (0 without V-Smooth) */
     double chan_scale[128];
     double kmean[128]; /* K channel mean (0 without K smoothing) */
@@ -85,7 +87,7 @@ static inline int64_t k_group_of_key(vcattn_qk_granularity g, int64_t key_in_blo
  * tile or a K block to code values `codes` (row-major [n][D]) and per-row
  * scales.  Rows >= valid are zero padding. */
 static void quantize_qk_rows(const vcattn_method_config *cfg, const float *rows, int64_t n,
-                             int64_t D, const int64_t *group_of, int64_t groups, double *codes,
+                             int64_t D, const int64_t *group_of, int64_t groups, float *codes,
                              float *row_scale) {
     float amax[64];
     for (int64_t g = 0; g < groups; ++g) amax[g] = 0.0f;
@@ -95,19 +97,19 @@ static void quantize_qk_rows(const vcattn_method_config *cfg, const float *rows,
                 amax[group_of[i]] = fmaxf(amax[group_of[i]], fabsf(rows[i * D + d]));
     for (int64_t i = 0; i < n; ++i) {
         const float *x = rows + i * D;
-        double *out = codes + i * D;
+        float *out = codes + i * D;
         float a = amax[group_of[i]];
         switch (cfg->qk_format) {
         case VCATTN_QK_FORMAT_INT8: {
             /* per_thread (Triton) and per-block share the formula */
             float s = vc_int8_sage_scale(a);
-            for (int64_t d = 0; d < D; ++d) out[d] = (double)vc_int8_sage_quantize(x[d], s);
+            for (int64_t d = 0; d < D; ++d) out[d] = (float)vc_int8_sage_quantize(x[d], s);
             row_scale[i] = s;
             break;
         }
         case VCATTN_QK_FORMAT_E4M3: {
             float inv = a > 0.0f ? VC_E4M3_MAX / a : 1.0f;
-            for (int64_t d = 0; d < D; ++d) out[d] = (double)vc_e4m3_round(x[d] * inv);
+            for (int64_t d = 0; d < D; ++d) out[d] = vc_e4m3_round(x[d] * inv);
             row_scale[i] = a > 0.0f ? a / VC_E4M3_MAX : 1.0f;
             break;
         }
@@ -116,14 +118,14 @@ static void quantize_qk_rows(const vcattn_method_config *cfg, const float *rows,
             float deq[VC_NVFP4_BLOCK];
             for (int64_t d0 = 0; d0 < D; d0 += VC_NVFP4_BLOCK) {
                 (void)vc_nvfp4_quantize_block(x + d0, VC_NVFP4_BLOCK, 1, 1.0f, NULL, deq);
-                for (int d = 0; d < VC_NVFP4_BLOCK; ++d) out[d0 + d] = (double)deq[d];
+                for (int d = 0; d < VC_NVFP4_BLOCK; ++d) out[d0 + d] = deq[d];
             }
             row_scale[i] = 1.0f;
             break;
         }
         case VCATTN_QK_FORMAT_FP32:
         default:
-            for (int64_t d = 0; d < D; ++d) out[d] = (double)x[d];
+            for (int64_t d = 0; d < D; ++d) out[d] = x[d];
             row_scale[i] = 1.0f;
             break;
         }
@@ -138,6 +140,7 @@ static void head_data_free(head_data *hd) {
     free(hd->ksm);
     free(hd->vq);
     free(hd->vexact);
+    free(hd->vqf);
     free(hd->mu);
     memset(hd, 0, sizeof *hd);
 }
@@ -146,13 +149,14 @@ static vcattn_status head_data_alloc(head_data *hd, int64_t Skv, int64_t D) {
     memset(hd, 0, sizeof *hd);
     hd->nblk = (Skv + VC_BLOCK_K - 1) / VC_BLOCK_K;
     size_t keys = (size_t)hd->nblk * VC_BLOCK_K;
-    hd->kt = (double *)calloc(keys * (size_t)D, sizeof(double));
+    hd->kt = (float *)calloc(keys * (size_t)D, sizeof(float));
     hd->kscale = (float *)calloc(keys, sizeof(float));
     hd->ksm = (float *)calloc(keys * (size_t)D, sizeof(float));
     hd->vq = (double *)calloc(keys * (size_t)D, sizeof(double));
-    hd->vexact = (double *)calloc(keys * (size_t)D, sizeof(double));
+    hd->vexact = (float *)calloc(keys * (size_t)D, sizeof(float));
+    hd->vqf = (float *)calloc(keys * (size_t)D, sizeof(float));
     hd->mu = (double *)calloc((size_t)hd->nblk * (size_t)D, sizeof(double));
-    if (!hd->kt || !hd->kscale || !hd->ksm || !hd->vq || !hd->vexact || !hd->mu) {
+    if (!hd->kt || !hd->kscale || !hd->ksm || !hd->vq || !hd->vexact || !hd->vqf || !hd->mu) {
         head_data_free(hd);
         return VCATTN_STATUS_OUT_OF_MEMORY;
     }
@@ -183,12 +187,12 @@ static void prepare_k(sim_ctx *c) {
     int64_t group_of[VC_BLOCK_K];
     for (int64_t j = 0; j < VC_BLOCK_K; ++j) group_of[j] = k_group_of_key(cfg->qk_granularity, j);
     int64_t groups = cfg->qk_granularity == VCATTN_QK_GRANULARITY_THREAD ? 4 : 1;
-    double codes[VC_BLOCK_K * 128];
+    float codes[VC_BLOCK_K * 128];
     for (int64_t kb = 0; kb < hd->nblk; ++kb) {
         /* the zero padding past Skv is already in ksm (calloc) */
         quantize_qk_rows(cfg, hd->ksm + kb * VC_BLOCK_K * D, VC_BLOCK_K, D, group_of, groups, codes,
                          hd->kscale + kb * VC_BLOCK_K);
-        double *kt = hd->kt + kb * D * VC_BLOCK_K;
+        float *kt = hd->kt + kb * D * VC_BLOCK_K;
         for (int64_t j = 0; j < VC_BLOCK_K; ++j)
             for (int64_t d = 0; d < D; ++d) kt[d * VC_BLOCK_K + j] = codes[j * D + d];
     }
@@ -207,7 +211,7 @@ static void prepare_v(sim_ctx *c) {
     /* V-Smooth demean: each 128-token block subtracts its own mean (over its
      * valid tokens); vq holds the residual until it is quantized */
     double *x = hd->vq;
-    memcpy(x, hd->vexact, sizeof(double) * (size_t)(Skv * D));
+    for (int64_t i = 0; i < Skv * D; ++i) x[i] = hd->vexact[i];
     for (int64_t kb = 0; kb < hd->nblk; ++kb) {
         double *mu = hd->mu + kb * D;
         int64_t j0 = kb * VC_BLOCK_K, j1 = j0 + VC_BLOCK_K < Skv ? j0 + VC_BLOCK_K : Skv;
@@ -266,12 +270,13 @@ static void prepare_v(sim_ctx *c) {
     default:
         break;
     }
+    for (int64_t i = 0; i < hd->nblk * VC_BLOCK_K * D; ++i) hd->vqf[i] = (float)x[i];
 }
 
 /* ---- one 128-query tile ---------------------------------------------------------------- */
 
 typedef struct {
-    double *qc;      /* [128][D] Q code values */
+    float *qc;       /* [128][D] Q code values (exact in FP32) */
     double *s;       /* [128][128] block scores */
     double *o, *oe;  /* [128][D] running output, and P_q times exact V */
     double *pq;      /* [128] one row's quantized P */
@@ -291,8 +296,8 @@ static size_t tile_scratch_doubles(int64_t D, int64_t nblk, int want_tv) {
 static tile_scratch tile_scratch_carve(double *base, int64_t D, int64_t nblk, int want_tv) {
     tile_scratch t;
     size_t keys = (size_t)nblk * VC_BLOCK_K;
-    t.qc = base;
-    t.s = t.qc + 128 * D;
+    t.qc = (float *)base; /* 128*D doubles reserved: room to spare */
+    t.s = base + 128 * D;
     t.o = t.s + 128 * 128;
     t.oe = t.o + 128 * D;
     t.pq = t.oe + 128 * D;
@@ -385,18 +390,31 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
     for (int64_t kb = 0; kb < hd->nblk; ++kb) {
         const int64_t j0 = kb * VC_BLOCK_K;
         const int64_t nvalid = Skv - j0 < VC_BLOCK_K ? Skv - j0 : VC_BLOCK_K;
-        const double *kt = hd->kt + kb * D * VC_BLOCK_K;
+        const float *kt = hd->kt + kb * D * VC_BLOCK_K;
         const float *ks = hd->kscale + j0;
-        const double *vq = hd->vq + j0 * D, *ve = hd->vexact + j0 * D, *mu = hd->mu + kb * D;
+        const double *vq = hd->vq + j0 * D, *mu = hd->mu + kb * D;
+        const float *vqf = hd->vqf + j0 * D, *ve = hd->vexact + j0 * D;
 
-        /* S = Q K^T for the block (vectorized over keys) */
+        /* S = Q K^T for the block (vectorized over keys).  The quantized path
+         * accumulates in FP32 like the tensor core (exact for INT8 codes:
+         * |sum| < 2^24); the exact path in FP64. */
         for (int64_t i = 0; i < rows; ++i) {
             double *s = t.s + i * VC_BLOCK_K;
-            for (int64_t j = 0; j < VC_BLOCK_K; ++j) s[j] = 0.0;
-            for (int64_t d = 0; d < D; ++d) {
-                double qv = t.qc[i * D + d];
-                const double *kr = kt + d * VC_BLOCK_K;
-                for (int64_t j = 0; j < VC_BLOCK_K; ++j) s[j] += qv * kr[j];
+            const float *qr = t.qc + i * D;
+            if (c->fp32_pipeline) {
+                float sf[VC_BLOCK_K] = {0};
+                for (int64_t d = 0; d < D; ++d) {
+                    const float qv = qr[d], *kr = kt + d * VC_BLOCK_K;
+                    for (int64_t j = 0; j < VC_BLOCK_K; ++j) sf[j] += qv * kr[j];
+                }
+                for (int64_t j = 0; j < VC_BLOCK_K; ++j) s[j] = sf[j];
+            } else {
+                for (int64_t j = 0; j < VC_BLOCK_K; ++j) s[j] = 0.0;
+                for (int64_t d = 0; d < D; ++d) {
+                    const double qv = qr[d];
+                    const float *kr = kt + d * VC_BLOCK_K;
+                    for (int64_t j = 0; j < VC_BLOCK_K; ++j) s[j] += qv * (double)kr[j];
+                }
             }
         }
 
@@ -464,21 +482,32 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
             /* P V for this block into a fresh accumulator, then one fold:
              * O = alpha*O + acc + r*mu   (mu = 0 without V-Smooth) */
             double *acc = t.acc, *o = t.o + i * D, *oe = t.oe + i * D;
-            for (int64_t d = 0; d < D; ++d) acc[d] = 0.0;
-            for (int64_t j = 0; j < nvalid; ++j) {
-                double w = pq[j];
-                if (w == 0.0) continue;
-                const double *vr = vq + j * D;
-                for (int64_t d = 0; d < D; ++d) acc[d] += w * vr[d];
+            if (c->fp32_pipeline) {
+                /* P_q V_q and P_q V in FP32, as the FP8 tensor core accumulates
+                 * (quantized P and V codes are exact in FP32) */
+                float af[128] = {0}, ef[128] = {0};
+                for (int64_t j = 0; j < nvalid; ++j) {
+                    const float w = (float)pq[j], *vr = vqf + j * D, *er = ve + j * D;
+                    if (w == 0.0f) continue;
+                    for (int64_t d = 0; d < D; ++d) af[d] += w * vr[d];
+                    for (int64_t d = 0; d < D; ++d) ef[d] += w * er[d];
+                }
+                for (int64_t d = 0; d < D; ++d) {
+                    acc[d] = af[d];
+                    oe[d] = oe[d] * alpha + ef[d];
+                }
+            } else {
+                for (int64_t d = 0; d < D; ++d) acc[d] = 0.0;
+                for (int64_t d = 0; d < D; ++d) oe[d] *= alpha;
+                for (int64_t j = 0; j < nvalid; ++j) {
+                    const double w = pq[j], *vr = vq + j * D;
+                    const float *er = ve + j * D;
+                    if (w == 0.0) continue;
+                    for (int64_t d = 0; d < D; ++d) acc[d] += w * vr[d];
+                    for (int64_t d = 0; d < D; ++d) oe[d] += w * (double)er[d];
+                }
             }
             for (int64_t d = 0; d < D; ++d) o[d] = R(c, R(c, alpha * o[d] + R(c, acc[d])) + r * mu[d]);
-            for (int64_t d = 0; d < D; ++d) oe[d] *= alpha;
-            for (int64_t j = 0; j < nvalid; ++j) {
-                double w = pq[j];
-                if (w == 0.0) continue;
-                const double *vr = ve + j * D;
-                for (int64_t d = 0; d < D; ++d) oe[d] += w * vr[d];
-            }
             if (want_tv) {
                 float *ps = t.pstore + i * keys;
                 for (int64_t j = 0; j < nvalid; ++j) ps[j0 + j] = (float)pq[j];
