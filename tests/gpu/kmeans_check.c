@@ -1,0 +1,306 @@
+/* kmeans_check.c - GPU V-Smooth grouping on the H200: correctness against the
+ * CPU planner, determinism, warm start, and timing (issue 4).
+ *
+ *   kmeans_check check            correctness at small/medium shapes
+ *   kmeans_check bench B H S D    timing (cold 8 iterations, warm 2 and 4) and
+ *                                 the share of one vsmooth-expcast attention call
+ * Prints "N passed, N failed" after check. */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "numerics.h"
+#include "vcattn.h"
+#include "vcattn_gpu.h"
+#include "vcattn_gpu_kmeans.h"
+
+static int g_pass, g_fail;
+#define EXPECT(cond, ...)                                                     \
+    do {                                                                      \
+        if (cond) ++g_pass;                                                   \
+        else { ++g_fail; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
+    } while (0)
+#define CUDA_OK(call)                                                         \
+    do {                                                                      \
+        cudaError_t e_ = (call);                                              \
+        if (e_ != cudaSuccess) { printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } \
+    } while (0)
+#define VC_OK(call)                                                           \
+    do {                                                                      \
+        vcattn_status s_ = (call);                                            \
+        if (s_ != VCATTN_STATUS_SUCCESS) { printf("vcattn error '%s' at %s:%d\n", vcattn_status_string(s_), __FILE__, __LINE__); exit(2); } \
+    } while (0)
+
+typedef struct {
+    int64_t B, H, S, D, T, Hh, W;
+    float *v;      /* host (B,H,S,D), BF16-rounded values */
+    uint16_t *vb;  /* host bf16 bits */
+    void *dv;      /* device bf16 */
+} input;
+
+static input make_input(int64_t B, int64_t H, int64_t T, int64_t Hh, int64_t W, uint64_t seed) {
+    input in = {B, H, T * Hh * W, 128, T, Hh, W, NULL, NULL, NULL};
+    vcattn_workload_params wp;
+    vcattn_workload_params_init(&wp);
+    wp.batch = B; wp.heads = H; wp.frames = T; wp.height = Hh; wp.width = W; wp.seed = seed;
+    size_t n = (size_t)(B * H * in.S * in.D);
+    float *q = malloc(n * 4), *k = malloc(n * 4);
+    in.v = malloc(n * 4);
+    in.vb = malloc(n * 2);
+    VC_OK(vcattn_workload_generate(&wp, q, k, in.v));
+    for (size_t i = 0; i < n; ++i) {
+        in.vb[i] = vc_bf16_bits(in.v[i]);
+        in.v[i] = vc_bf16_to_f32(in.vb[i]);
+    }
+    free(q); free(k);
+    CUDA_OK(cudaMalloc(&in.dv, n * 2));
+    CUDA_OK(cudaMemcpy(in.dv, in.vb, n * 2, cudaMemcpyHostToDevice));
+    return in;
+}
+
+static void free_input(input *in) { free(in->v); free(in->vb); cudaFree(in->dv); }
+
+typedef struct {
+    int32_t *perm, *labels;
+    float *cent;
+    int32_t *dperm, *dlabels;
+    float *dcent;
+    void *ws;
+    size_t ws_bytes;
+    vcattn_gpu_kmeans_params p;
+} run;
+
+static void run_setup(run *r, const input *in, int k) {
+    memset(r, 0, sizeof *r);
+    vcattn_gpu_kmeans_params_init(&r->p);
+    r->p.batch = in->B; r->p.heads = in->H; r->p.seq = in->S; r->p.head_dim = in->D;
+    r->p.v = in->dv;
+    r->p.v_stride[0] = in->H * in->S * in->D; r->p.v_stride[1] = in->S * in->D; r->p.v_stride[2] = in->D;
+    r->p.clusters = k;
+    size_t nl = (size_t)(in->B * in->H * in->S), nc = (size_t)(in->B * in->H * k * in->D);
+    CUDA_OK(cudaMalloc((void **)&r->dperm, nl * 4));
+    CUDA_OK(cudaMalloc((void **)&r->dlabels, nl * 4));
+    CUDA_OK(cudaMalloc((void **)&r->dcent, nc * 4));
+    r->perm = malloc(nl * 4); r->labels = malloc(nl * 4); r->cent = malloc(nc * 4);
+    r->p.perm = r->dperm; r->p.labels = r->dlabels; r->p.centroids = r->dcent;
+    VC_OK(vcattn_gpu_kmeans_workspace_size(&r->p, &r->ws_bytes));
+    CUDA_OK(cudaMalloc(&r->ws, r->ws_bytes));
+}
+
+static void run_exec(run *r, const input *in) {
+    VC_OK(vcattn_gpu_kmeans(&r->p, r->ws, r->ws_bytes, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    size_t nl = (size_t)(in->B * in->H * in->S), nc = (size_t)(in->B * in->H * r->p.clusters * in->D);
+    CUDA_OK(cudaMemcpy(r->perm, r->dperm, nl * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(r->labels, r->dlabels, nl * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(r->cent, r->dcent, nc * 4, cudaMemcpyDeviceToHost));
+}
+
+static void run_free(run *r) {
+    cudaFree(r->dperm); cudaFree(r->dlabels); cudaFree(r->dcent); cudaFree(r->ws);
+    free(r->perm); free(r->labels); free(r->cent);
+}
+
+/* perm valid, labels non-decreasing along it, stable inside clusters, and each
+ * label (near-)nearest among the returned centroids */
+static void check_structure(const input *in, const run *r, const char *what) {
+    int64_t BH = in->B * in->H, S = in->S, D = in->D, K = r->p.clusters;
+    int bad_perm = 0, bad_order = 0, bad_near = 0;
+    unsigned char *seen = malloc((size_t)S);
+    for (int64_t bh = 0; bh < BH; ++bh) {
+        const int32_t *pm = r->perm + bh * S, *lb = r->labels + bh * S;
+        memset(seen, 0, (size_t)S);
+        for (int64_t j = 0; j < S; ++j) {
+            if (pm[j] < 0 || pm[j] >= S || seen[pm[j]]) { bad_perm++; break; }
+            seen[pm[j]] = 1;
+            if (j > 0) {
+                int32_t a = lb[pm[j - 1]], b = lb[pm[j]];
+                if (a > b || (a == b && pm[j - 1] > pm[j])) bad_order++;
+            }
+        }
+        for (int64_t s = 0; s < S; s += 97) { /* sampled nearest-centroid check */
+            const float *x = in->v + (bh * S + s) * D;
+            double best = INFINITY, mine = 0;
+            for (int64_t c = 0; c < K; ++c) {
+                const float *cc = r->cent + (bh * K + c) * D;
+                double d2 = 0;
+                for (int64_t d = 0; d < D; ++d) d2 += ((double)x[d] - cc[d]) * ((double)x[d] - cc[d]);
+                if (d2 < best) best = d2;
+                if (c == lb[s]) mine = d2;
+            }
+            /* the product runs in BF16: allow its rounding */
+            if (mine > best * 1.02 + 1e-3) bad_near++;
+        }
+    }
+    free(seen);
+    EXPECT(bad_perm == 0, "%s: perm is not a permutation", what);
+    EXPECT(bad_order == 0, "%s: %d order violations", what, bad_order);
+    EXPECT(bad_near == 0, "%s: %d sampled tokens not at their nearest centroid", what, bad_near);
+}
+
+static double energy_share(const input *in, const int32_t *perm) {
+    const int64_t vs[3] = {in->H * in->S * in->D, in->S * in->D, in->D};
+    double share = -1;
+    VC_OK(vcattn_block_energy_share(in->v, in->B, in->H, in->S, in->D, vs, perm, perm ? in->S : 0, &share));
+    return share;
+}
+
+static int cmd_check(void) {
+    /* shapes: tiny (S < k and a partial tile), odd S, a medium video grid */
+    const int64_t grids[][5] = {{1, 2, 1, 3, 17}, {2, 3, 3, 7, 61}, {1, 4, 21, 30, 52}};
+    for (int g = 0; g < 3; ++g) {
+        input in = make_input(grids[g][0], grids[g][1], grids[g][2], grids[g][3], grids[g][4], 7 + g);
+        char what[64];
+        snprintf(what, sizeof what, "B%lld H%lld S%lld", (long long)in.B, (long long)in.H, (long long)in.S);
+        run r;
+        run_setup(&r, &in, 64);
+        run_exec(&r, &in);
+        check_structure(&in, &r, what);
+        /* determinism: a second run is bitwise identical */
+        int32_t *perm1 = malloc((size_t)(in.B * in.H * in.S) * 4);
+        memcpy(perm1, r.perm, (size_t)(in.B * in.H * in.S) * 4);
+        float *cent1 = malloc((size_t)(in.B * in.H * 64 * in.D) * 4);
+        memcpy(cent1, r.cent, (size_t)(in.B * in.H * 64 * in.D) * 4);
+        run_exec(&r, &in);
+        EXPECT(!memcmp(perm1, r.perm, (size_t)(in.B * in.H * in.S) * 4) &&
+                   !memcmp(cent1, r.cent, (size_t)(in.B * in.H * 64 * in.D) * 4),
+               "%s: two runs differ", what);
+        if (in.S >= 4096) {
+            /* block-energy share vs the CPU planner with the same k and iterations */
+            const int64_t vs[3] = {in.H * in.S * in.D, in.S * in.D, in.D};
+            vcattn_kmeans_params km;
+            vcattn_kmeans_params_init(&km);
+            km.clusters = 64;
+            km.iterations = 8;
+            int32_t *cpu_perm = malloc((size_t)(in.B * in.H * in.S) * 4);
+            VC_OK(vcattn_vsmooth_plan(in.v, in.B, in.H, in.S, in.D, vs, &km, cpu_perm, NULL, NULL));
+            double s_seq = energy_share(&in, NULL), s_cpu = energy_share(&in, cpu_perm), s_gpu = energy_share(&in, r.perm);
+            printf("block-energy share %s: sequence %.2f%%, CPU planner %.2f%%, GPU %.2f%%\n", what, 100 * s_seq,
+                   100 * s_cpu, 100 * s_gpu);
+            EXPECT(fabs(s_gpu - s_cpu) <= 0.02, "%s: GPU share %.4f vs CPU %.4f", what, s_gpu, s_cpu);
+            /* warm start: from the returned centroids, 2 iterations keep the share */
+            r.p.init_centroids = r.dcent;
+            r.p.iterations = 2;
+            run_exec(&r, &in);
+            check_structure(&in, &r, "warm start");
+            double s_warm = energy_share(&in, r.perm);
+            printf("warm start (2 iterations) share %.2f%%\n", 100 * s_warm);
+            EXPECT(s_warm >= s_gpu - 0.005, "warm start lost share: %.4f vs %.4f", s_warm, s_gpu);
+            r.p.init_centroids = NULL;
+            r.p.iterations = 8;
+            free(cpu_perm);
+        }
+        free(perm1); free(cent1);
+        run_free(&r);
+        free_input(&in);
+    }
+    /* bad input */
+    vcattn_gpu_kmeans_params p;
+    vcattn_gpu_kmeans_params_init(&p);
+    size_t bytes;
+    EXPECT(vcattn_gpu_kmeans_workspace_size(&p, &bytes) == VCATTN_STATUS_NULL_POINTER, "NULL v accepted");
+    p.v = (void *)16; p.perm = (int32_t *)16; p.centroids = (float *)16;
+    p.batch = 1; p.heads = 1; p.seq = 100; p.head_dim = 96;
+    EXPECT(vcattn_gpu_kmeans_workspace_size(&p, &bytes) == VCATTN_STATUS_UNSUPPORTED_HEAD_DIM, "D=96 accepted");
+    p.head_dim = 128; p.clusters = 12;
+    EXPECT(vcattn_gpu_kmeans_workspace_size(&p, &bytes) == VCATTN_STATUS_INVALID_ARGUMENT, "k=12 accepted");
+    p.clusters = 64; p.seq = 0;
+    EXPECT(vcattn_gpu_kmeans_workspace_size(&p, &bytes) == VCATTN_STATUS_BAD_SHAPE, "S=0 accepted");
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static float time_median(run *r, int reps) {
+    cudaEvent_t e0, e1;
+    float t[32];
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    for (int i = 0; i < 2; ++i) VC_OK(vcattn_gpu_kmeans(&r->p, r->ws, r->ws_bytes, NULL));
+    for (int i = 0; i < reps; ++i) {
+        cudaEventRecord(e0, NULL);
+        VC_OK(vcattn_gpu_kmeans(&r->p, r->ws, r->ws_bytes, NULL));
+        cudaEventRecord(e1, NULL);
+        CUDA_OK(cudaEventSynchronize(e1));
+        cudaEventElapsedTime(&t[i], e0, e1);
+    }
+    qsort(t, (size_t)reps, sizeof(float), cmp_float);
+    cudaEventDestroy(e0); cudaEventDestroy(e1);
+    return t[reps / 2];
+}
+
+static int cmd_bench(int64_t B, int64_t H, int64_t S, int64_t D) {
+    /* random BF16 V of the shape (timing does not depend on the content much) */
+    size_t n = (size_t)(B * H * S * D);
+    uint16_t *vb = malloc(n * 2);
+    uint64_t z = 12345;
+    for (size_t i = 0; i < n; ++i) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        vb[i] = vc_bf16_bits((float)((double)(z >> 11) * 0x1.0p-53 * 2.0 - 1.0));
+    }
+    input in = {B, H, S, D, 0, 0, 0, NULL, vb, NULL};
+    CUDA_OK(cudaMalloc(&in.dv, n * 2));
+    CUDA_OK(cudaMemcpy(in.dv, vb, n * 2, cudaMemcpyHostToDevice));
+    run r;
+    run_setup(&r, &in, 64);
+    r.p.labels = NULL;
+    float cold = time_median(&r, 10);
+    r.p.init_centroids = r.dcent;
+    r.p.iterations = 2;
+    float warm2 = time_median(&r, 10);
+    r.p.iterations = 4;
+    float warm4 = time_median(&r, 10);
+    /* one vsmooth-expcast attention call at the same shape, same run */
+    float attn = -1.0f;
+    vcattn_gpu_params ap;
+    void *q, *k, *o, *ws;
+    size_t wsb = 0;
+    if (cudaMalloc(&q, n * 2) == cudaSuccess && cudaMalloc(&k, n * 2) == cudaSuccess && cudaMalloc(&o, n * 2) == cudaSuccess) {
+        cudaMemcpy(q, vb, n * 2, cudaMemcpyHostToDevice);
+        cudaMemcpy(k, vb, n * 2, cudaMemcpyHostToDevice);
+        vcattn_gpu_params_init(&ap, B, H, S, S, D, q, k, in.dv, o);
+        ap.method = VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT;
+        ap.perm = r.dperm;
+        if (vcattn_gpu_workspace_size(&ap, &wsb) == VCATTN_STATUS_SUCCESS && cudaMalloc(&ws, wsb) == cudaSuccess) {
+            cudaEvent_t e0, e1;
+            cudaEventCreate(&e0); cudaEventCreate(&e1);
+            float t[5];
+            for (int i = 0; i < 6; ++i) {
+                cudaEventRecord(e0, NULL);
+                vcattn_status st = vcattn_gpu_attention(&ap, ws, wsb, NULL);
+                cudaEventRecord(e1, NULL);
+                cudaEventSynchronize(e1);
+                if (st) { printf("attention: %s\n", vcattn_status_string(st)); break; }
+                if (i > 0) cudaEventElapsedTime(&t[i - 1], e0, e1);
+                if (i == 5) { qsort(t, 5, sizeof(float), cmp_float); attn = t[2]; }
+            }
+            cudaFree(ws);
+        }
+        cudaFree(q); cudaFree(k); cudaFree(o);
+    }
+    /* a 40-step schedule groups on steps 0, 4, 8: one cold + two warm calls */
+    printf("KMEANS (%lld,%lld,%lld,%lld) k=64: cold 8 it %.3f ms, warm 2 it %.3f ms, warm 4 it %.3f ms",
+           (long long)B, (long long)H, (long long)S, (long long)D, cold, warm2, warm4);
+    if (attn > 0)
+        printf("; attention (vsmooth-expcast full call) %.3f ms; grouping/attention: cold %.1f%%, warm2 %.1f%%; "
+               "40-step schedule (1 cold + 2 warm2 over 40 calls) %.2f%%",
+               attn, 100 * cold / attn, 100 * warm2 / attn, 100 * (cold + 2 * warm2) / (40 * attn));
+    printf("\n");
+    run_free(&r);
+    free(vb);
+    cudaFree(in.dv);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "check")) return cmd_check();
+    if (argc >= 6 && !strcmp(argv[1], "bench"))
+        return cmd_bench(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]));
+    fprintf(stderr, "usage: kmeans_check check | bench B H S D\n");
+    return 2;
+}
