@@ -11,6 +11,9 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure
 
+echo "== Python package tests (the in-tree package over build/libvcattn.so)"
+VCATTN_LIBRARY=build/libvcattn.so python3 -m pytest python/tests -q
+
 echo "== ASan + UBSan build and tests"
 cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVCATTN_SANITIZE=ON >/dev/null
 cmake --build build-san -j "$jobs" --target vcattn_tests vcattn_cli

@@ -1,0 +1,51 @@
+"""The ctypes structs mirror include/vcattn.h: the library's own initializers fill them."""
+import ctypes
+
+import numpy as np
+
+import vcattn
+from vcattn import _lib
+from vcattn._lib import lib
+
+
+def test_attention_params_layout():
+    p = _lib.AttentionParams()
+    ctypes.memset(ctypes.byref(p), 0xAB, ctypes.sizeof(p))
+    lib.vcattn_attention_params_init(ctypes.byref(p), 2, 3, 5, 7, 64, 0x1000, 0x2000, 0x3000, 0x4000)
+    assert (p.batch, p.heads, p.seq_q, p.seq_kv, p.head_dim) == (2, 3, 5, 7, 64)
+    assert (p.q, p.k, p.v, p.o) == (0x1000, 0x2000, 0x3000, 0x4000)
+    assert list(p.q_stride) == [3 * 5 * 64, 5 * 64, 64]
+    assert list(p.k_stride) == list(p.v_stride) == [3 * 7 * 64, 7 * 64, 64]
+    assert list(p.o_stride) == list(p.q_stride)
+    assert p.lse is None and p.softmax_scale == 0.0 and p.num_threads == 0
+    assert ctypes.sizeof(p) == 5 * 8 + 4 * 8 + 12 * 8 + 8 + 8 + 8  # int padded to 8
+
+
+def test_kmeans_params_layout():
+    k = _lib.KmeansParams()
+    ctypes.memset(ctypes.byref(k), 0xCD, ctypes.sizeof(k))
+    lib.vcattn_kmeans_params_init(ctypes.byref(k))
+    assert (k.clusters, k.iterations, k.seed, k.init_centroids, k.num_threads) == (64, 8, 0, None, 0)
+
+
+def test_method_config_layout():
+    c = _lib.MethodConfig()
+    assert lib.vcattn_method_config_get(3, ctypes.byref(c)) == 0  # vsmooth-expcast-8bit
+    assert (c.qk_format, c.qk_granularity, c.smooth_k, c.smooth_q, c.v_format, c.v_smooth, c.p_format,
+            c.rowsum_from_quantized_p) == (1, 1, 1, 0, 2, 1, 2, 1)
+
+
+def test_status_strings_cover_every_status():
+    for code, name in enumerate(_lib.STATUS_NAMES):
+        s = lib.vcattn_status_string(code).decode()
+        assert s and s != "unknown status", name
+    assert lib.vcattn_status_string(len(_lib.STATUS_NAMES)).decode() == "unknown status"
+
+
+def test_fidelity_struct_through_c():
+    ref = np.array([1.0, -2.0, 3.0, 0.5], np.float32)
+    out = ref + np.array([0.1, 0.0, -0.1, 0.0], np.float32)
+    f = vcattn.fidelity(ref, out)
+    np.testing.assert_allclose(f["rel_l2"], np.linalg.norm(out - ref) / np.linalg.norm(ref), rtol=1e-6)
+    np.testing.assert_allclose(f["psnr_db"], 20 * np.log10(3.0 / np.sqrt(np.mean((out - ref) ** 2))), rtol=1e-6)
+    np.testing.assert_allclose(f["max_abs_error"], 0.1, rtol=1e-6)

@@ -1,0 +1,40 @@
+"""The example scripts run (small sizes) and exit 0; torch / diffusers ones skip cleanly."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import vcattn
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run_example(name, *args, timeout=60):
+    env = dict(os.environ, PYTHONPATH=str(Path(vcattn.__file__).resolve().parents[1]),
+               VCATTN_LIBRARY=vcattn.library_info()["path"])
+    r = subprocess.run([sys.executable, str(EXAMPLES / name), *args], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r.stdout
+
+
+pytestmark = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="examples/ not next to the tests")
+
+
+def test_attention_numpy():
+    out = run_example("attention_numpy.py", "--frames", "2", "--height", "8", "--width", "16", "--head-dim", "64")
+    for m in vcattn.methods():
+        assert m in out
+    assert "PSNR" in out
+
+
+def test_schedule_demo():
+    out = run_example("schedule_demo.py", "--steps", "40", "--layers", "1", "--seq", "256")
+    assert "grouped at steps [0, 4, 8] (schedule says [0, 4, 8])" in out
+
+
+def test_torch_examples_run_or_skip():
+    run_example("sdpa_patch_torch.py")
+    run_example("diffusers_wan_processor.py", "--steps", "2", timeout=120)

@@ -1,0 +1,131 @@
+"""Schedule grouping steps, Plan reuse and warm start, PlanCache bookkeeping."""
+import numpy as np
+import pytest
+
+import vcattn
+from helpers import make_qkv
+
+
+def test_paper_schedule_40_steps():
+    s = vcattn.Schedule(40)
+    assert s.window == 10
+    assert s.grouping_steps() == [0, 4, 8]
+    assert {i for i in range(40) if s.should_group(i)} == {0, 4, 8}
+    assert all(s.uses_vsmooth(i) for i in range(40))
+    assert [s.action(i) for i in (0, 1, 4, 8, 9, 10, 39)] == ["group", "reuse", "group", "group", "reuse",
+                                                             "reuse", "reuse"]
+
+
+@pytest.mark.parametrize("n,steps", [(50, [0, 4, 8, 12]), (30, [0, 4]), (4, [0]), (1, [0]), (20, [0, 4]),
+                                     (16, [0]), (17, [0, 4])])
+def test_schedule_variants(n, steps):
+    # ceil(n/4) steps, every 4th: 50 -> 13 -> {0,4,8,12}; 17 -> 5 -> {0,4}; 16 -> 4 -> {0}
+    assert vcattn.Schedule(n).grouping_steps() == steps
+
+
+def test_schedule_options():
+    assert vcattn.Schedule(40, group_every_step=True).grouping_steps() == list(range(40))
+    assert vcattn.Schedule(40, refresh_every=2).grouping_steps() == [0, 2, 4, 6, 8]
+    assert vcattn.Schedule(40, group_fraction=0.5).grouping_steps() == [0, 4, 8, 12, 16]
+    assert vcattn.Schedule(30, group_fraction=0.1, refresh_every=1).grouping_steps() == [0, 1, 2]  # exact ceil
+    s = vcattn.Schedule(40, keep_demean_after_window=False)
+    assert [s.action(i) for i in (0, 9, 10, 39)] == ["group", "reuse", "off", "off"]
+
+
+def test_schedule_bad_arguments():
+    for kw in (dict(num_steps=0), dict(num_steps=2.5), dict(num_steps=10, group_fraction=0),
+               dict(num_steps=10, group_fraction=1.5), dict(num_steps=10, refresh_every=0)):
+        with pytest.raises(ValueError):
+            vcattn.Schedule(**kw)
+    s = vcattn.Schedule(40)
+    with pytest.raises(ValueError, match="outside"):
+        s.should_group(40)
+    with pytest.raises(TypeError):
+        s.should_group(1.0)
+
+
+def test_plan_groups_once_then_reuses(rng):
+    q, k, v = make_qkv(rng)
+    plan = vcattn.Plan()
+    a = vcattn.attention(q, k, v, plan=plan)
+    assert plan.num_groupings == 1 and plan.perm.shape == (1, 2, 200) and plan.centroids.shape == (1, 2, 64, 64)
+    perm = plan.perm
+    b = vcattn.attention(q, k, v, plan=plan)
+    assert plan.num_groupings == 1 and plan.perm is perm
+    np.testing.assert_array_equal(a, b)
+    # a new shape (another resolution) groups again
+    q2, k2, v2 = make_qkv(rng, sq=64, skv=300)
+    vcattn.attention(q2, k2, v2, plan=plan)
+    assert plan.num_groupings == 2 and plan.perm.shape == (1, 2, 300)
+
+
+def test_plan_cache_follows_schedule_with_warm_start(rng):
+    n = 12
+    cache = vcattn.PlanCache(vcattn.Schedule(n), clusters=16, iterations=4)
+    q, k, v = make_qkv(rng, sq=128, skv=256)
+    for step in range(n):
+        cache.set_step(step)
+        for layer in ("blocks.0.attn1", "blocks.1.attn1"):
+            # the inputs drift a little from step to step, as latents do
+            vv = v + 0.01 * step
+            out = cache.attention(layer, q, k, vv, method="vsmooth-8bit")
+            assert out.shape == q.shape
+    assert cache.grouped_steps() == [0]            # ceil(12/4) = 3 -> only step 0
+    assert len(cache) == 2 and "blocks.1.attn1" in cache
+    summ = cache.summary()
+    assert summ[0]["group"] == 2 and summ[5]["reuse"] == 2
+    cache40 = vcattn.PlanCache(vcattn.Schedule(40), clusters=8, iterations=2)
+    for step in range(12):
+        cache40.set_step(step)
+        cache40.attention("L", q, k, v + 0.01 * step)
+    assert cache40.grouped_steps() == [0, 4, 8]
+    assert cache40["L"].num_groupings == 3
+    cache40.clear()
+    assert len(cache40) == 0
+
+
+def test_warm_start_uses_previous_centroids(rng):
+    _, _, v = make_qkv(rng)
+    plan = vcattn.Plan(clusters=8, iterations=1)
+    plan.group(v)
+    c1 = plan.centroids.copy()
+    cold = vcattn.kmeans_plan(v + 0.001, clusters=8, iterations=1)[1]
+    warm = vcattn.kmeans_plan(v + 0.001, clusters=8, iterations=1, init_centroids=c1)[1]
+    plan.group(v + 0.001)
+    np.testing.assert_array_equal(plan.centroids, warm)   # the plan warm-starts from its centroids
+    assert not np.array_equal(warm, cold)
+    no_warm = vcattn.Plan(clusters=8, iterations=1, warm_start=False).group(v)
+    no_warm.group(v + 0.001)
+    np.testing.assert_array_equal(no_warm.centroids, cold)
+
+
+def test_one_grouping_per_step_even_with_several_calls(rng):
+    q, k, v = make_qkv(rng)
+    plan = vcattn.Plan(schedule=vcattn.Schedule(40), clusters=8)
+    for _ in range(3):
+        vcattn.attention(q, k, v, plan=plan, step=0)
+    assert plan.num_groupings == 1
+    vcattn.attention(q, k, v, plan=plan, step=4)
+    assert plan.num_groupings == 2
+
+
+def test_vsmooth_off_after_window(rng):
+    q, k, v = make_qkv(rng)
+    cache = vcattn.PlanCache(vcattn.Schedule(8, keep_demean_after_window=False), clusters=8)
+    out_on = cache.attention("L", q, k, v, step=0)
+    out_off = cache.attention("L", q, k, v, step=5)
+    assert cache["L"].history[-1] == (5, "off")
+    assert not np.array_equal(out_on, out_off)
+    ref = vcattn.reference_attention(q, k, v)
+    assert vcattn.fidelity(ref, out_off)["rel_l2"] < 0.08
+
+
+def test_plan_validation():
+    with pytest.raises(ValueError):
+        vcattn.Plan(clusters=0)
+    with pytest.raises(ValueError):
+        vcattn.Plan(np.zeros((2, 3), np.int32))
+    with pytest.raises(TypeError):
+        vcattn.Plan(schedule=40)
+    with pytest.raises(TypeError):
+        vcattn.PlanCache(schedule="paper")

@@ -1,0 +1,204 @@
+"""torch tensors, the SDPA patch and the fallbacks (skipped when torch is not installed)."""
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import vcattn  # noqa: E402
+from vcattn import core  # noqa: E402
+
+
+def qkv(b=1, h=2, s=200, d=64, dtype=torch.float32, layout="HND", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shape = (b, h, s, d) if layout == "HND" else (b, s, h, d)
+    return [torch.randn(shape, generator=g).to(dtype) for _ in range(3)]
+
+
+@pytest.fixture(autouse=True)
+def fresh_warnings():
+    core._warned.clear()
+    yield
+
+
+def test_torch_cpu_matches_numpy():
+    q, k, v = qkv()
+    out, lse = vcattn.attention(q, k, v, return_lse=True)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.shape == q.shape
+    assert isinstance(lse, torch.Tensor) and lse.dtype == torch.float32 and lse.shape == (1, 2, 200)
+    out_np, lse_np = vcattn.attention(q.numpy(), k.numpy(), v.numpy(), return_lse=True)
+    np.testing.assert_array_equal(out.numpy(), out_np)
+    np.testing.assert_array_equal(lse.numpy(), lse_np)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_dtypes_and_fp32_qk(dtype):
+    q, k, v = qkv(dtype=dtype)
+    out = vcattn.attention(q, k, v)
+    assert out.dtype == dtype
+    ref = vcattn.reference_attention(q, k, v)
+    assert ref.dtype == dtype
+    assert vcattn.fidelity(ref, out)["rel_l2"] < 0.08
+    # Wan hands q/k over in fp32 after RoPE, v in bf16
+    mixed = vcattn.attention(q.float(), k.float(), v)
+    assert mixed.dtype == torch.float32
+
+
+def test_torch_strided_views_and_nhd():
+    q, k, v = qkv(layout="NHD")
+    qkv_packed = torch.stack([q, k, v], dim=2)             # (B, S, 3, H, D)
+    qs, ks, vs = qkv_packed.unbind(2)                      # strided NHD views
+    assert not qs.is_contiguous()
+    a = vcattn.attention(qs, ks, vs, "NHD")
+    b = vcattn.attention(q, k, v, "NHD")
+    c = vcattn.attention(*(x.transpose(1, 2) for x in (q, k, v)), "HND")
+    assert torch.equal(a, b) and torch.equal(b, c.transpose(1, 2))
+    with pytest.raises(ValueError, match="contiguous"):
+        vcattn.attention(q[..., ::2], k[..., ::2], v[..., ::2], "NHD")
+
+
+def test_requires_grad_inputs_are_detached():
+    q, k, v = qkv()
+    q.requires_grad_(True)
+    out = vcattn.attention(q, k, v)
+    assert not out.requires_grad
+
+
+def test_patch_sdpa_routes_and_restores():
+    F = torch.nn.functional
+    orig = F.scaled_dot_product_attention
+    q, k, v = qkv()
+    want = vcattn.attention(q, k, v, method="sage2-8bit")
+    with vcattn.patch_sdpa("sage2-8bit") as p:
+        assert F.scaled_dot_product_attention is not orig
+        got = F.scaled_dot_product_attention(q, k, v)
+        got_kw = torch.nn.functional.scaled_dot_product_attention(query=q, key=k, value=v, scale=None)
+    assert F.scaled_dot_product_attention is orig
+    assert p.calls == 2
+    assert torch.equal(got, want) and torch.equal(got_kw, want)
+    with vcattn.patch_sdpa("sage2-8bit", step=3):            # a step without a cache is ignored
+        assert torch.equal(F.scaled_dot_product_attention(q, k, v), want)
+    with vcattn.patch_sdpa("sage2-8bit"):                    # nested blocks restore in order
+        with vcattn.patch_sdpa("sage2-8bit"):
+            F.scaled_dot_product_attention(q, k, v)
+        assert F.scaled_dot_product_attention is not orig
+    assert F.scaled_dot_product_attention is orig
+
+
+def test_patch_sdpa_fallbacks_warn_once_and_strict_raises():
+    F = torch.nn.functional
+    q, k, v = qkv(d=96)
+    mask = torch.ones(200, 200, dtype=torch.bool)
+    q64, k64, v64 = qkv()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with vcattn.patch_sdpa() as p:
+            a = F.scaled_dot_product_attention(q, k, v)
+            F.scaled_dot_product_attention(q, k, v)
+            m = F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask)
+            c = F.scaled_dot_product_attention(q64, k64, v64, is_causal=True)
+    msgs = [str(x.message) for x in w if "patch_sdpa" in str(x.message)]
+    assert len([s for s in msgs if "head_dim" in s]) == 1
+    assert len([s for s in msgs if "attn_mask" in s]) == 1
+    assert p.fallbacks == {"head_dim": 2, "attn_mask": 1, "causal": 1}
+    assert torch.allclose(a, F.scaled_dot_product_attention(q, k, v))
+    assert torch.allclose(m, F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask))
+    assert torch.allclose(c, F.scaled_dot_product_attention(q64, k64, v64, is_causal=True))
+    with vcattn.patch_sdpa(strict=True):
+        with pytest.raises(vcattn.VcattnError, match="UNSUPPORTED_HEAD_DIM"):
+            F.scaled_dot_product_attention(q, k, v)
+        with pytest.raises(vcattn.VcattnError, match="attn_mask"):
+            F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask)
+    assert F.scaled_dot_product_attention is not None
+
+
+def test_patch_sdpa_with_plan_cache_and_schedule():
+    F = torch.nn.functional
+    cache = vcattn.PlanCache(vcattn.Schedule(40), clusters=8, iterations=2)
+    layers = [qkv(seed=i) for i in range(2)]
+    for step in range(10):
+        cache.set_step(step)
+        with vcattn.patch_sdpa(plan_cache=cache):
+            for q, k, v in layers:
+                F.scaled_dot_product_attention(q, k, v)
+    assert sorted(cache.keys()) == [0, 1]
+    assert cache.grouped_steps() == [0, 4, 8]
+
+
+def test_patch_sdpa_autograd_falls_back():
+    F = torch.nn.functional
+    q, k, v = qkv()
+    q.requires_grad_(True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with vcattn.patch_sdpa() as p:
+            out = F.scaled_dot_product_attention(q, k, v)
+    out.sum().backward()
+    assert q.grad is not None and p.fallbacks == {"autograd": 1}
+
+
+def test_merge_torch_matches_whole():
+    q, k, v = qkv(dtype=torch.float32)
+    o1, l1 = vcattn.reference_attention(q, k[:, :, :90], v[:, :, :90], return_lse=True)
+    o2, l2 = vcattn.reference_attention(q, k[:, :, 90:], v[:, :, 90:], return_lse=True)
+    out, lse = vcattn.merge_attention(o1, l1, o2, l2)
+    whole, whole_lse = vcattn.reference_attention(q, k, v, return_lse=True)
+    assert torch.allclose(out, whole, atol=1e-6, rtol=0)
+    assert torch.allclose(lse, whole_lse, atol=1e-5, rtol=0)
+
+
+def test_flash_attn_forward_torch():
+    q, k, v = qkv(layout="NHD", dtype=torch.bfloat16)
+    out, lse = vcattn.flash_attn_forward(q, k, v, 0.0, None, causal=False)
+    assert out.dtype == torch.bfloat16 and out.shape == q.shape and lse.shape == (1, 2, 200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        oc, lc = vcattn.flash_attn_forward(q, k, v, causal=True)
+    assert oc.dtype == torch.bfloat16 and lc.dtype == torch.float32
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensors_fall_back_to_sdpa_or_raise_in_strict():
+    q, k, v = (x.cuda().to(torch.bfloat16) for x in qkv())
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out, lse = vcattn.attention(q, k, v, return_lse=True)
+        vcattn.attention(q, k, v)
+    assert out.is_cuda and out.dtype == torch.bfloat16 and lse.shape == (1, 2, 200)
+    assert sum("falling back to torch SDPA" in str(x.message) for x in w) == 1
+    ref, ref_lse = vcattn.reference_attention(q, k, v, return_lse=True)
+    assert ref.is_cuda
+    assert vcattn.fidelity(ref, out)["rel_l2"] < 0.02
+    assert (lse - ref_lse).abs().max().item() < 1e-3
+    with pytest.raises(vcattn.VcattnError, match="NOT_BUILT"):
+        vcattn.attention(q, k, v, strict=True)
+
+
+def test_wan_processor_with_a_fake_module():
+    # A stand-in for diffusers' WanAttention + processor: one SDPA call per layer call.
+    F = torch.nn.functional
+
+    class Base:
+        def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, rotary_emb=None):
+            kv = hidden_states if encoder_hidden_states is None else encoder_hidden_states
+            b, s, _ = hidden_states.shape
+            q = hidden_states.view(b, s, 2, 64).transpose(1, 2)
+            k = kv.view(b, kv.shape[1], 2, 64).transpose(1, 2)
+            return F.scaled_dot_product_attention(q, k, k).transpose(1, 2).flatten(2)
+
+    class Attn:
+        is_cross_attention = False
+
+    cache = vcattn.PlanCache(vcattn.Schedule(8), clusters=8)
+    proc = vcattn.VcattnAttnProcessor(Base(), layer_id="blocks.0.attn1", plan_cache=cache, method="vsmooth-8bit")
+    x = torch.randn(1, 150, 128)
+    for step in range(3):
+        cache.set_step(step)
+        y = proc(Attn(), x)
+    assert y.shape == x.shape and cache.grouped_steps() == [0]
+    ctx = torch.randn(1, 40, 128)
+    cross = vcattn.VcattnAttnProcessor(Base(), layer_id="blocks.0.attn2", plan_cache=cache)
+    y2 = cross(Attn(), x, ctx)                    # cross-attention: plain SDPA by default
+    assert torch.equal(y2, Base()(Attn(), x, ctx))
+    assert "blocks.0.attn2" not in cache

@@ -1,0 +1,43 @@
+"""vcattn: VC-Attention (V-Smooth + ExpCast) low-bit attention for video DiTs.
+
+A thin ctypes layer over libvcattn (the C library does the work).  numpy is the only
+hard dependency; torch tensors are accepted when torch is installed.
+
+    import vcattn
+    out = vcattn.attention(q, k, v, tensor_layout="HND")          # (B,H,S,D)
+    out, lse = vcattn.attention(q, k, v, return_lse=True)
+    ref = vcattn.reference_attention(q, k, v)                      # exact, FP64
+    vcattn.fidelity(ref, out)                                      # rel_l2, cosine, psnr_db
+
+See docs/python.md.  The library is loaded from the package directory;
+$VCATTN_LIBRARY (a path to libvcattn.so) overrides it.
+"""
+from __future__ import annotations
+
+from ._lib import VcattnError, has_symbol, load_library, library_path
+from .core import (DEFAULT_METHOD, attention, expcast_facts, fidelity, merge_attention, method_config, methods,
+                   reference_attention)
+from .integration import VcattnAttnProcessor, attention_with_lse, flash_attn_forward, install_wan_processors, patch_sdpa
+from .plan import Plan, PlanCache, Schedule, block_energy_share, cube_permutation, kmeans_plan
+
+__version__ = "0.1.0"
+
+load_library()  # fail at import, with the paths tried, when libvcattn cannot be loaded
+
+
+def library_version() -> str:
+    """The C library's version string (vcattn_version_string)."""
+    from ._lib import lib
+
+    return lib.vcattn_version_string().decode()
+
+
+def library_info() -> dict:
+    """Where the library was loaded from, its version, and whether it has the CUDA entry points."""
+    return dict(path=library_path(), version=library_version(), cuda_built=has_symbol("vcattn_gpu_attention"))
+
+
+__all__ = ["VcattnError", "attention", "reference_attention", "fidelity", "merge_attention", "expcast_facts",
+           "methods", "method_config", "DEFAULT_METHOD", "Plan", "PlanCache", "Schedule", "kmeans_plan",
+           "cube_permutation", "block_energy_share", "library_info", "library_version", "patch_sdpa",
+           "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors"]

@@ -1,0 +1,263 @@
+"""Integration helpers: the SDPA patch, the (out, lse) forward of xDiT / yunchang, and a
+diffusers attention processor for Wan.  Nothing here needs model weights; torch is
+imported only by the helpers that need it.
+"""
+from __future__ import annotations
+
+import threading
+
+from . import _lib, _tensors
+from . import core as _core
+from ._fallback import math_attention_lse
+from ._lib import VcattnError
+from .core import DEFAULT_METHOD, _method_id, attention, warn_once
+from .plan import PlanCache
+
+__all__ = ["patch_sdpa", "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors"]
+
+HEAD_DIMS = (64, 128)
+
+
+def _strict_error(reason_key: str, message: str) -> VcattnError:
+    status = {"head_dim": "UNSUPPORTED_HEAD_DIM", "cuda": "NOT_BUILT"}.get(reason_key, "INVALID_ARGUMENT")
+    return VcattnError(_lib.STATUS[status], "vcattn (strict)", message)
+
+
+# ---- (out, lse) forward ---------------------------------------------------------------------
+
+def attention_with_lse(q, k, v, tensor_layout: str = "NHD", sm_scale=None, **kwargs):
+    """``attention(..., return_lse=True)`` with the flash-attn default layout (B, S, H, D)."""
+    return attention(q, k, v, tensor_layout, sm_scale, True, **kwargs)
+
+
+def flash_attn_forward(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                       softcap=0.0, alibi_slopes=None, deterministic=False, return_softmax=False, *,
+                       method: str = DEFAULT_METHOD, plan=None, step=None, strict: bool = False, num_threads=None):
+    """The forward contract of yunchang / xDiT ring and Ulysses attention (``fwd-only``).
+
+    q, k, v: (B, S, H, D); returns ``(out (B, S, H, D) in q's dtype, lse (B, H, S) float32)``,
+    the LSE in natural log - what ``update_out_and_lse`` / ``merge_attention`` combine.
+    Cases vcattn does not run (causal, a local window, softcap) take an exact float32
+    fallback with one warning (``strict=True`` raises); dropout and ALiBi are refused.
+    """
+    if dropout_p:
+        raise ValueError("vcattn.flash_attn_forward: dropout_p must be 0 (inference only)")
+    if alibi_slopes is not None:
+        raise ValueError("vcattn.flash_attn_forward: alibi_slopes are not supported")
+    if return_softmax:
+        raise ValueError("vcattn.flash_attn_forward: return_softmax is not supported")
+    window = tuple(int(w) for w in (window_size if window_size is not None else (-1, -1)))
+    reasons = []
+    if causal:
+        reasons.append("causal")
+    if window != (-1, -1):
+        reasons.append("window_size")
+    if softcap:
+        reasons.append("softcap")
+    if not reasons:
+        return attention(q, k, v, "NHD", softmax_scale, True, plan=plan, step=step, method=method,
+                         num_threads=num_threads, strict=strict)
+    msg = "vcattn does not implement " + ", ".join(reasons)
+    if strict:
+        raise _strict_error("feature", msg)
+    _tensors.kind_of(q, k, v)
+    warn_once(("flash_attn_forward",) + tuple(reasons), f"{msg}; using the exact float32 fallback for these calls")
+    return math_attention_lse(q, k, v, "NHD", softmax_scale, causal, window, softcap)
+
+
+# ---- SDPA patch -----------------------------------------------------------------------------
+
+_patch_lock = threading.RLock()
+
+
+class patch_sdpa:
+    """Route ``torch.nn.functional.scaled_dot_product_attention`` through vcattn inside a block.
+
+        with vcattn.patch_sdpa(method="vsmooth-8bit", plan_cache=cache, step=i):
+            transformer(...)
+
+    Supported calls: 4-D (B, H, S, D) float16 / bfloat16 / float32 tensors, head_dim 64 or
+    128, no attn_mask, dropout_p == 0, is_causal False, equal head counts, no autograd.
+    Anything else runs the original SDPA, with one warning per reason per process (``strict=True``
+    raises VcattnError instead).  CUDA tensors take the original SDPA too until the GPU
+    kernel is wired into the package (one warning).
+
+    Plans: with ``plan_cache`` each call's Plan is ``plan_cache.layer(key)``, key = ``layer``
+    (and ``(layer, n)`` for the n-th further call in the block) or, without ``layer``, the
+    call's ordinal in the block - enter the block once per denoising step so the ordinals
+    name the same layers every step.  ``step`` defaults to ``plan_cache.step``.  Without a
+    cache, V-Smooth methods cluster on every call.
+
+    The patch is process-wide while the block runs (all threads see it); blocks may nest.
+    Only code that looks the function up at call time (``F.scaled_dot_product_attention``)
+    is routed; a reference taken earlier (``from torch.nn.functional import
+    scaled_dot_product_attention``) is not.
+    """
+
+    def __init__(self, method: str = DEFAULT_METHOD, *, strict: bool = False, plan_cache: PlanCache | None = None,
+                 step=None, layer=None, num_threads=None, head_dims=HEAD_DIMS):
+        _method_id(method)  # unknown names fail here, not inside the model
+        if plan_cache is not None and not isinstance(plan_cache, PlanCache):
+            raise TypeError("vcattn.patch_sdpa: plan_cache must be a vcattn.PlanCache or None")
+        self.method = method
+        self.strict = bool(strict)
+        self.plan_cache = plan_cache
+        self.step = step
+        self.layer = layer
+        self.num_threads = num_threads
+        self.head_dims = tuple(head_dims)
+        self.calls = 0          # calls routed through vcattn in the current block
+        self.fallbacks = {}     # reason -> count, for the current block
+        self._original = None
+
+    # -- context
+    def __enter__(self):
+        try:
+            import torch.nn.functional as F
+        except ImportError as e:
+            raise ImportError("vcattn.patch_sdpa needs torch") from e
+
+        with _patch_lock:
+            if self._original is not None:
+                raise RuntimeError("vcattn.patch_sdpa: this context is already active")
+            self._original = F.scaled_dot_product_attention
+            if _core._torch_sdpa is None and not isinstance(getattr(self._original, "__self__", None), patch_sdpa):
+                _core._torch_sdpa = self._original
+            self.calls = 0
+            self._ordinal = 0
+            self.fallbacks = {}
+            F.scaled_dot_product_attention = self._sdpa
+        return self
+
+    def __exit__(self, *exc):
+        import torch.nn.functional as F
+
+        with _patch_lock:
+            F.scaled_dot_product_attention = self._original
+            self._original = None
+        return False
+
+    # -- the replacement
+    def _unsupported(self, q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, extra):
+        import torch
+
+        if extra:
+            return "kwargs", f"unknown SDPA arguments {sorted(extra)}"
+        if attn_mask is not None:
+            return "attn_mask", "attn_mask is not supported"
+        if dropout_p:
+            return "dropout", "dropout_p > 0 is not supported"
+        if is_causal:
+            return "causal", "is_causal=True is not supported"
+        if not all(isinstance(x, torch.Tensor) for x in (q, k, v)):
+            return "type", "q, k, v must be tensors"
+        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+            return "ndim", f"only 4-D (B, H, S, D) inputs are routed (got {q.dim()}-D)"
+        if q.shape[-1] not in self.head_dims or k.shape[-1] != q.shape[-1] or v.shape[-1] != q.shape[-1]:
+            return "head_dim", (f"head_dim must be one of {self.head_dims} and equal for q, k, v "
+                                f"(got {q.shape[-1]}, {k.shape[-1]}, {v.shape[-1]})")
+        if not (q.shape[0] == k.shape[0] == v.shape[0] and q.shape[1] == k.shape[1] == v.shape[1]):
+            return "heads", "batch and head counts of q, k, v must be equal (no broadcasting or GQA)"
+        if any(x.dtype not in (torch.float16, torch.bfloat16, torch.float32) for x in (q, k, v)):
+            return "dtype", "dtypes other than float16 / bfloat16 / float32"
+        if any(x.stride(-1) != 1 for x in (q, k, v)):
+            return "stride", "a non-contiguous head_dim axis"
+        if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+            return "autograd", "vcattn has no backward pass (tensors require grad)"
+        if q.device.type != "cpu":
+            return "cuda", "CUDA tensors are not yet routed to the vcattn GPU kernel by the Python package"
+        return None
+
+    def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              enable_gqa=False, **extra):
+        why = self._unsupported(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa, extra)
+        if why is not None:
+            reason, msg = why
+            if self.strict:
+                raise _strict_error(reason, msg)
+            self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
+            warn_once(("patch_sdpa", reason), f"vcattn.patch_sdpa: {msg}; such calls use the original SDPA")
+            kw = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **extra)
+            if enable_gqa:
+                kw["enable_gqa"] = enable_gqa
+            return self._original(query, key, value, **kw)
+        plan = None
+        step = self.step
+        if self.plan_cache is not None:
+            n = self._ordinal
+            key_id = n if self.layer is None else (self.layer if n == 0 else (self.layer, n))
+            plan = self.plan_cache.layer(key_id)
+            if step is None:
+                step = self.plan_cache.step
+        self._ordinal += 1
+        self.calls += 1
+        return attention(query, key, value, "HND", scale, plan=plan, step=step if plan is not None else None,
+                         method=self.method,
+                         num_threads=self.num_threads, strict=self.strict)
+
+
+# ---- diffusers ---------------------------------------------------------------------------------
+
+class VcattnAttnProcessor:
+    """A diffusers attention processor that runs another processor with SDPA routed through
+    vcattn: self-attention always, cross-attention when ``cross_attention`` is True or a
+    method name (e.g. ``"sage2-8bit"`` for the 512 text tokens), else with plain SDPA.
+
+    ``base``: the processor to wrap (default: the module's own, captured by
+    ``install_wan_processors``; ``diffusers.models.transformers.transformer_wan.WanAttnProcessor``
+    otherwise).  ``layer_id`` keys the layer's Plan in ``plan_cache`` (default: the module's
+    identity); the step comes from
+    ``plan_cache.step`` (set it each denoising step, e.g. in ``callback_on_step_end``).
+    """
+
+    def __init__(self, base=None, *, layer_id=None, plan_cache: PlanCache | None = None,
+                 method: str = DEFAULT_METHOD, cross_attention=False, strict: bool = False, num_threads=None):
+        _method_id(method)
+        if isinstance(cross_attention, str):
+            _method_id(cross_attention)
+        self.base = base
+        self.layer_id = layer_id
+        self.plan_cache = plan_cache
+        self.method = method
+        self.cross_attention = cross_attention
+        self.strict = strict
+        self.num_threads = num_threads
+
+    def _base(self):
+        if self.base is None:
+            from diffusers.models.transformers import transformer_wan
+
+            cls = getattr(transformer_wan, "WanAttnProcessor", None) or transformer_wan.WanAttnProcessor2_0
+            self.base = cls()
+        return self.base
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, *args, **kwargs):
+        base = self._base()
+        is_cross = encoder_hidden_states is not None or bool(getattr(attn, "is_cross_attention", False))
+        if is_cross and not self.cross_attention:
+            return base(attn, hidden_states, encoder_hidden_states, *args, **kwargs)
+        method = self.cross_attention if (is_cross and isinstance(self.cross_attention, str)) else self.method
+        # without a layer id, the module itself names the layer (stable across steps)
+        layer = self.layer_id if self.layer_id is not None else f"{type(attn).__name__}@{id(attn):x}"
+        with patch_sdpa(method, strict=self.strict, plan_cache=self.plan_cache, layer=layer,
+                        num_threads=self.num_threads):
+            return base(attn, hidden_states, encoder_hidden_states, *args, **kwargs)
+
+
+def install_wan_processors(transformer, plan_cache: PlanCache | None = None, *, method: str = DEFAULT_METHOD,
+                           cross_attention=False, strict: bool = False, num_threads=None) -> int:
+    """Wrap the processor of every attention module of a diffusers transformer (Wan:
+    ``blocks.{i}.attn1`` self, ``blocks.{i}.attn2`` cross) in a VcattnAttnProcessor whose
+    layer id is the module name.  Returns the number of modules wrapped."""
+    n = 0
+    for name, module in transformer.named_modules():
+        if not (hasattr(module, "set_processor") and hasattr(module, "processor")):
+            continue
+        base = module.processor
+        if isinstance(base, VcattnAttnProcessor):
+            base = base.base
+        module.set_processor(VcattnAttnProcessor(base, layer_id=name, plan_cache=plan_cache, method=method,
+                                                 cross_attention=cross_attention, strict=strict,
+                                                 num_threads=num_threads))
+        n += 1
+    return n

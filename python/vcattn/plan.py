@@ -1,0 +1,367 @@
+"""V-Smooth plans (the per-(batch, head) key permutation) and the denoising-step schedule.
+
+- ``Schedule``: on which denoising steps a layer re-clusters its V (k-means), reuses the
+  last permutation, or (optionally) turns V-Smooth off.
+- ``Plan``: one layer's permutation (B, H, Skv) and k-means centroids (B, H, k, D), numpy
+  arrays; reused across steps; re-grouping warm-starts from the previous centroids.
+- ``PlanCache``: Plans keyed by a layer id, all driven by one Schedule and one step index.
+
+The clustering itself is ``vcattn_vsmooth_plan`` in C (plain Lloyd k-means, permutation =
+stable sort of the labels); nothing here computes beyond bookkeeping.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from . import _lib, _tensors
+from ._lib import check, lib
+
+__all__ = ["Schedule", "Plan", "PlanCache", "kmeans_plan", "cube_permutation", "block_energy_share"]
+
+GROUP, REUSE, OFF = "group", "reuse", "off"
+# vcattn_kmeans_params_init's defaults; plan=None uses them on every call.
+DEFAULT_KMEANS = dict(clusters=64, iterations=8, seed=0)
+
+
+# ---- schedule ------------------------------------------------------------------------
+
+class Schedule:
+    """When to group (k-means) during a denoising run of ``num_steps`` steps.
+
+    Default (the paper's): group on the steps of the first ``ceil(num_steps *
+    group_fraction)`` steps that are multiples of ``refresh_every``; every other step reuses
+    the last permutation.  A 40-step run groups at steps 0, 4 and 8.
+
+    ``group_every_step=True`` groups on every step (the upper bound on fidelity, and cost).
+    ``keep_demean_after_window=False`` turns V-Smooth off after the window: later steps run
+    the same method without the permutation and block demean (for V-Smooth methods only).
+    """
+
+    def __init__(self, num_steps: int, group_fraction: float = 0.25, refresh_every: int = 4,
+                 group_every_step: bool = False, keep_demean_after_window: bool = True):
+        if isinstance(num_steps, bool) or not isinstance(num_steps, (int, np.integer)) or num_steps < 1:
+            raise ValueError(f"vcattn.Schedule: num_steps must be an int >= 1, got {num_steps!r}")
+        try:
+            frac = Fraction(group_fraction).limit_denominator(1_000_000)
+        except (TypeError, ValueError):
+            raise ValueError(f"vcattn.Schedule: group_fraction must be a number in (0, 1], got {group_fraction!r}")
+        if not 0 < frac <= 1:
+            raise ValueError(f"vcattn.Schedule: group_fraction must be in (0, 1], got {group_fraction!r}")
+        if isinstance(refresh_every, bool) or not isinstance(refresh_every, (int, np.integer)) or refresh_every < 1:
+            raise ValueError(f"vcattn.Schedule: refresh_every must be an int >= 1, got {refresh_every!r}")
+        self.num_steps = int(num_steps)
+        self.group_fraction = float(group_fraction)
+        self.refresh_every = int(refresh_every)
+        self.group_every_step = bool(group_every_step)
+        self.keep_demean_after_window = bool(keep_demean_after_window)
+        # the policy itself lives in C (vcattn_schedule_action_at); this is its handle
+        self._c = _lib.Schedule(self.num_steps, self.group_fraction, self.refresh_every,
+                                int(self.group_every_step), int(self.keep_demean_after_window))
+        self.window = self.num_steps if self.group_every_step else max(1, math.ceil(frac * self.num_steps))
+
+    def _check(self, step) -> int:
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise TypeError(f"vcattn.Schedule: step must be an int, got {type(step).__name__}")
+        if not 0 <= step < self.num_steps:
+            raise ValueError(f"vcattn.Schedule: step {step} outside [0, {self.num_steps})")
+        return int(step)
+
+    def action(self, step: int) -> str:
+        """'group', 'reuse' or 'off' for this step."""
+        step = self._check(step)
+        out = ctypes.c_int()
+        _lib.check(_lib.lib.vcattn_schedule_action_at(ctypes.byref(self._c), step, ctypes.byref(out)),
+                   "vcattn_schedule_action_at")
+        return (GROUP, REUSE, OFF)[out.value]
+
+    def should_group(self, step: int) -> bool:
+        """True when this step re-clusters V (k-means) instead of reusing the last plan."""
+        return self.action(step) == GROUP
+
+    def uses_vsmooth(self, step: int) -> bool:
+        """False only after the window when keep_demean_after_window=False."""
+        return self.action(step) != OFF
+
+    def grouping_steps(self) -> list:
+        return [s for s in range(self.num_steps) if self.should_group(s)]
+
+    def __repr__(self):
+        return (f"Schedule(num_steps={self.num_steps}, group_fraction={self.group_fraction}, "
+                f"refresh_every={self.refresh_every}, group_every_step={self.group_every_step}, "
+                f"keep_demean_after_window={self.keep_demean_after_window}; groups at {self.grouping_steps()})")
+
+
+# ---- k-means through the C planner ------------------------------------------------------
+
+def _kmeans(v: _tensors.Operand, clusters: int, iterations: int, seed: int, init, num_threads: int):
+    """(perm int32 (B,H,S), centroids float32 (B,H,k,D)) from vcattn_vsmooth_plan."""
+    b, h, s, d = v.shape
+    params = _lib.KmeansParams()
+    lib.vcattn_kmeans_params_init(ctypes.byref(params))
+    params.clusters = int(clusters)
+    params.iterations = int(iterations)
+    params.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+    params.num_threads = int(num_threads)
+    if init is not None:
+        init = np.ascontiguousarray(init, dtype=np.float32)
+        params.init_centroids = init.ctypes.data
+    perm = np.empty((b, h, s), np.int32)
+    cent = np.empty((b, h, int(clusters), d), np.float32)
+    strides = (ctypes.c_int64 * 3)(*v.strides)
+    st = lib.vcattn_vsmooth_plan(v.ptr, b, h, s, d, strides, ctypes.byref(params),
+                                 perm.ctypes.data, None, cent.ctypes.data)
+    check(st, "vcattn_vsmooth_plan")
+    return perm, cent
+
+
+def _check_kmeans_args(clusters, iterations, num_threads):
+    for name, val, lo in (("clusters", clusters, 1), ("iterations", iterations, 1), ("num_threads", num_threads, 0)):
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
+            raise ValueError(f"vcattn: {name} must be an int >= {lo}, got {val!r}")
+
+
+def kmeans_plan(v, tensor_layout: str = "HND", clusters: int = 64, iterations: int = 8, seed: int = 0,
+                init_centroids=None, num_threads: int = 0):
+    """k-means over V's tokens per (batch, head): returns (perm (B,H,S) int32, centroids (B,H,k,D))."""
+    _tensors.check_layout(tensor_layout)
+    _tensors.kind_of(v, names=("v",))
+    _tensors.bhsd(v, tensor_layout, "v")
+    _tensors.check_dtype(v, "v")
+    _tensors.check_last_dim(v, "v")
+    _check_kmeans_args(clusters, iterations, num_threads)
+    op = _tensors.as_operand(v, tensor_layout)
+    if init_centroids is not None:
+        b, h, _, d = op.shape
+        init_centroids = np.asarray(init_centroids)
+        if init_centroids.shape != (b, h, clusters, d):
+            raise ValueError(f"vcattn: init_centroids must have shape {(b, h, clusters, d)}, got {init_centroids.shape}")
+    return _kmeans(op, clusters, iterations, seed, init_centroids, num_threads)
+
+
+def cube_permutation(frames: int, height: int, width: int, ct: int = 2, ch: int = 8, cw: int = 8) -> np.ndarray:
+    """Static 3-D cube order over a T x H x W token grid (t-major raster), (T*H*W,) int32."""
+    n = int(frames) * int(height) * int(width)
+    if n <= 0:
+        raise ValueError("vcattn.cube_permutation: the grid must be non-empty")
+    perm = np.empty(n, np.int32)
+    check(lib.vcattn_cube_permutation(frames, height, width, ct, ch, cw, perm.ctypes.data), "vcattn_cube_permutation")
+    return perm
+
+
+def block_energy_share(v, perm=None, tensor_layout: str = "HND") -> float:
+    """128 |mu_b|^2 / |V_b|_F^2 averaged over full 128-token blocks (vcattn_block_energy_share).
+
+    perm: None (sequence order), a Plan, a (B,H,S) permutation, or one (S,) permutation
+    shared by every (batch, head)."""
+    _tensors.check_layout(tensor_layout)
+    _tensors.kind_of(v, names=("v",))
+    _tensors.bhsd(v, tensor_layout, "v")
+    _tensors.check_dtype(v, "v")
+    _tensors.check_last_dim(v, "v")
+    op = _tensors.as_operand(v, tensor_layout)
+    b, h, s, d = op.shape
+    if isinstance(perm, Plan):
+        perm = perm.perm
+        if perm is None:
+            raise ValueError("vcattn.block_energy_share: the Plan has not grouped yet")
+    pstride = 0
+    pptr = None
+    if perm is not None:
+        perm = np.ascontiguousarray(perm, dtype=np.int32)
+        if perm.shape == (s,):
+            pstride = 0
+        elif perm.shape == (b, h, s):
+            pstride = s
+        else:
+            raise ValueError(f"vcattn.block_energy_share: perm must have shape {(s,)} or {(b, h, s)}, got {perm.shape}")
+        pptr = perm.ctypes.data
+    out = ctypes.c_double()
+    strides = (ctypes.c_int64 * 3)(*op.strides)
+    check(lib.vcattn_block_energy_share(op.ptr, b, h, s, d, strides, pptr, pstride, ctypes.byref(out)),
+          "vcattn_block_energy_share")
+    return out.value
+
+
+# ---- plan -------------------------------------------------------------------------------------
+
+class Plan:
+    """One attention layer's V-Smooth plan: a key permutation per (batch, head), reused.
+
+    ``perm``: int32 (B, H, Skv), permuted position j holds original token perm[j].
+    ``centroids``: float32 (B, H, clusters, D), kept to warm-start the next grouping.
+
+    Pass it as ``vcattn.attention(..., plan=plan, step=step)``.  Without a schedule the
+    plan groups on first use (or when the shape changes) and is reused afterwards; with a
+    schedule (``PlanCache`` sets one) it follows ``schedule.action(step)``.
+    """
+
+    def __init__(self, perm=None, centroids=None, *, clusters: int = 64, iterations: int = 8, seed: int = 0,
+                 schedule: Schedule | None = None, warm_start: bool = True, num_threads: int = 0, name=None):
+        _check_kmeans_args(clusters, iterations, num_threads)
+        if schedule is not None and not isinstance(schedule, Schedule):
+            raise TypeError("vcattn.Plan: schedule must be a vcattn.Schedule or None")
+        self.clusters = int(clusters)
+        self.iterations = int(iterations)
+        self.seed = int(seed)
+        self.schedule = schedule
+        self.warm_start = bool(warm_start)
+        self.num_threads = int(num_threads)
+        self.name = name
+        self.perm = None if perm is None else self._as_perm(perm)
+        self.centroids = None if centroids is None else np.ascontiguousarray(centroids, dtype=np.float32)
+        if self.centroids is not None and (self.centroids.ndim != 4 or self.centroids.shape[2] != self.clusters):
+            raise ValueError(f"vcattn.Plan: centroids must be (B, H, clusters={self.clusters}, D), "
+                             f"got {self.centroids.shape}")
+        self.history = []  # (step, action) of every resolve: 'group', 'reuse', 'off'
+        self.last_grouped_step = None
+        self.num_groupings = 0
+
+    @staticmethod
+    def _as_perm(perm) -> np.ndarray:
+        p = np.asarray(perm)
+        if p.ndim != 3 or not np.issubdtype(p.dtype, np.integer):
+            raise ValueError(f"vcattn.Plan: perm must be an integer array (B, H, Skv), got {p.dtype} {p.shape}")
+        return np.ascontiguousarray(p, dtype=np.int32)
+
+    # -- grouping
+    @classmethod
+    def from_values(cls, v, tensor_layout: str = "HND", **kwargs) -> "Plan":
+        """A plan grouped now on V."""
+        plan = cls(**kwargs)
+        return plan.group(v, tensor_layout)
+
+    def group(self, v, tensor_layout: str = "HND", step=None) -> "Plan":
+        """Run k-means on V now (warm-started from the centroids when their shape fits)."""
+        _tensors.check_layout(tensor_layout)
+        _tensors.kind_of(v, names=("v",))
+        _tensors.bhsd(v, tensor_layout, "v")
+        _tensors.check_dtype(v, "v")
+        _tensors.check_last_dim(v, "v")
+        self._group(_tensors.as_operand(v, tensor_layout), step)
+        return self
+
+    def _group(self, v: _tensors.Operand, step):
+        b, h, s, d = v.shape
+        init = None
+        if self.warm_start and self.centroids is not None and self.centroids.shape == (b, h, self.clusters, d):
+            init = self.centroids
+        self.perm, self.centroids = _kmeans(v, self.clusters, self.iterations, self.seed, init, self.num_threads)
+        self.last_grouped_step = step
+        self.num_groupings += 1
+
+    def matches(self, batch, heads, seq_kv) -> bool:
+        return self.perm is not None and self.perm.shape == (batch, heads, seq_kv)
+
+    def resolve(self, v: _tensors.Operand, step=None):
+        """The permutation for this call (grouping first when due), or None for 'V-Smooth off'."""
+        b, h, s, _ = v.shape
+        if step is not None and self.schedule is not None:
+            action = self.schedule.action(step)
+        else:
+            action = REUSE
+        if action == OFF:
+            self.history.append((step, OFF))
+            return None
+        if action == GROUP and step is not None and self.last_grouped_step == step and self.matches(b, h, s):
+            action = REUSE  # one grouping per step, however many calls the layer makes
+        if action == REUSE and not self.matches(b, h, s):
+            action = GROUP  # nothing to reuse yet (first call, or a new shape)
+        if action == GROUP:
+            self._group(v, step)
+        self.history.append((step, action))
+        return self.perm
+
+    def copy(self) -> "Plan":
+        p = Plan(None if self.perm is None else self.perm.copy(),
+                 None if self.centroids is None else self.centroids.copy(),
+                 clusters=self.clusters, iterations=self.iterations, seed=self.seed, schedule=self.schedule,
+                 warm_start=self.warm_start, num_threads=self.num_threads, name=self.name)
+        return p
+
+    def __repr__(self):
+        shape = None if self.perm is None else self.perm.shape
+        return (f"Plan(name={self.name!r}, perm={shape}, clusters={self.clusters}, "
+                f"groupings={self.num_groupings}, last_grouped_step={self.last_grouped_step})")
+
+
+# ---- cache -----------------------------------------------------------------------------------
+
+class PlanCache:
+    """Plans keyed by layer id, all following one Schedule and one step index.
+
+    >>> cache = PlanCache(Schedule(40))
+    >>> for step in range(40):
+    ...     cache.set_step(step)
+    ...     out = cache.attention("block0.attn1", q, k, v)   # or attention(..., plan=cache.layer(id), step=step)
+
+    Without a schedule every layer groups on first use and reuses that plan afterwards.
+    """
+
+    def __init__(self, schedule: Schedule | None = None, *, clusters: int = 64, iterations: int = 8, seed: int = 0,
+                 warm_start: bool = True, num_threads: int = 0):
+        if schedule is not None and not isinstance(schedule, Schedule):
+            raise TypeError("vcattn.PlanCache: schedule must be a vcattn.Schedule or None")
+        _check_kmeans_args(clusters, iterations, num_threads)
+        self.schedule = schedule
+        self.kmeans = dict(clusters=clusters, iterations=iterations, seed=seed, warm_start=warm_start,
+                           num_threads=num_threads)
+        self.step = None
+        self._plans = {}
+
+    def set_step(self, step) -> None:
+        if step is not None and self.schedule is not None:
+            self.schedule._check(step)
+        self.step = step
+
+    def layer(self, layer_id) -> Plan:
+        """The Plan of this layer (created empty on first use)."""
+        plan = self._plans.get(layer_id)
+        if plan is None:
+            plan = Plan(schedule=self.schedule, name=layer_id, **self.kmeans)
+            self._plans[layer_id] = plan
+        return plan
+
+    __getitem__ = layer
+
+    def __contains__(self, layer_id):
+        return layer_id in self._plans
+
+    def __len__(self):
+        return len(self._plans)
+
+    def keys(self):
+        return self._plans.keys()
+
+    def items(self):
+        return self._plans.items()
+
+    def clear(self) -> None:
+        """Forget every plan (a new video: the next step groups cold)."""
+        self._plans.clear()
+        self.step = None
+
+    def attention(self, layer_id, q, k, v, step=None, **kwargs):
+        """vcattn.attention with this layer's plan and the cache's step (or ``step``)."""
+        from .core import attention
+
+        return attention(q, k, v, plan=self.layer(layer_id), step=self.step if step is None else step, **kwargs)
+
+    def grouped_steps(self) -> list:
+        """Sorted steps on which at least one layer grouped."""
+        return sorted({s for p in self._plans.values() for s, a in p.history if a == GROUP and s is not None})
+
+    def summary(self) -> dict:
+        """{step: {'group': n, 'reuse': n, 'off': n}} over all layers."""
+        out = {}
+        for p in self._plans.values():
+            for s, a in p.history:
+                d = out.setdefault(s, {GROUP: 0, REUSE: 0, OFF: 0})
+                d[a] += 1
+        return dict(sorted(out.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
+
+    def __repr__(self):
+        return f"PlanCache({len(self)} layers, step={self.step}, schedule={self.schedule!r})"
