@@ -80,6 +80,12 @@ vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *workspace,
 vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *workspace,
                                           size_t workspace_bytes, void *stream);
 
+/* Which attention kernel the calls use (process-wide, for benchmarks and
+ * A/B checks): 1 = stage (a), cp.async + two warpgroups in lockstep;
+ * 2 = warp-specialized TMA pipeline with ping-pong; 3 = the same with each
+ * warpgroup folding block n-1 while its own S_n runs (the default). */
+vcattn_status vcattn_gpu_set_kernel_version(int version);
+
 /* Where the preprocessed operands live inside the workspace (byte offsets),
  * for tests that compare codes with a CPU implementation.  Layouts:
  *   q_codes  int8  (B*H, sq_pad, 128)        channels >= head_dim are 0
@@ -91,11 +97,12 @@ vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *work
  *            physical position p holds key 16*(p/16) + {0,1,8,9,2,3,10,11,
  *            4,5,12,13,6,7,14,15}[p%16]
  *   v_scale  f32   (B*H, 128)
- *   v_mean   f16   (B*H, skv_pad/128, 128)  mu_b / v_scale (V-Smooth only) */
+ *   v_mean   f32   (B*H, skv_pad/128, 128)  fp16_round(mu_b / v_scale) (V-Smooth only;
+ *            FP16 values kept in FP32 words so the kernel needs no conversion) */
 typedef struct vcattn_gpu_layout {
     int64_t sq_pad, skv_pad;
     size_t q_codes, q_scale, q_km, k_codes, k_scale, k_mean, k_partial, v_codes, v_scale,
-        v_mean, v_block_mean, v_block_amax, total;
+        v_mean, v_block_mean, v_amax, total;
 } vcattn_gpu_layout;
 
 vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p, vcattn_gpu_layout *layout);

@@ -31,6 +31,7 @@
 #define KM_SUB 128          /* tokens per tensor-core sub-tile (4 warps x 32 rows) */
 #define KM_TOKENS 1024      /* tokens per CTA */
 #define KM_MAX_K 128
+#define KM_MAX_D 128
 #define KM_PAD 8            /* bf16 padding per shared row: row stride = 4 banks mod 32 */
 
 struct km_args {
@@ -52,6 +53,24 @@ __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* Four 8x8 b16 matrices, transposed on the way: thread t gets (row 2(t%4)
+ * and 2(t%4)+1, column t/4) of each - the B fragment of m16n8k16 when the
+ * rows are the reduction axis.  Lanes 8i..8i+7 give the row addresses of
+ * matrix i. */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *smem_row) {
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+/* Two BF16 one-hot entries (tokens t, t+1 belong to cluster c?) packed. */
+__device__ __forceinline__ uint32_t km_onehot2(const int *labels, int t, int valid, int c) {
+    uint32_t lo = (t < valid && labels[t] == c) ? 0x3F80u : 0u;
+    uint32_t hi = (t + 1 < valid && labels[t + 1] == c) ? 0x3F80u : 0u;
+    return lo | (hi << 16);
+}
+
 __device__ __forceinline__ float km_load_value(const void *base, int64_t off, int is_bf16) {
     uint16_t h = reinterpret_cast<const uint16_t *>(base)[off];
     return is_bf16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
@@ -66,8 +85,8 @@ __global__ void __launch_bounds__(KM_THREADS) km_assign(const km_args a) {
     __nv_bfloat16 *vs = cs + K * ld;                                  /* [KM_SUB][ld] */
     float *cnorm = reinterpret_cast<float *>(vs + KM_SUB * ld);       /* [K] */
     int *lab = reinterpret_cast<int *>(cnorm + K);                    /* [KM_TOKENS] */
-    int *order = lab + KM_TOKENS;                                     /* [KM_SUB] */
-    float *sums = reinterpret_cast<float *>(order + KM_SUB);          /* [K][D] */
+    int *cnt_s = lab + KM_TOKENS;                                     /* [K] */
+    float *sums = reinterpret_cast<float *>(cnt_s + KM_MAX_K);        /* [K][D] */
 
     const int bh = blockIdx.y, tile = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int b = bh / a.H, h = bh % a.H;
@@ -90,6 +109,7 @@ __global__ void __launch_bounds__(KM_THREADS) km_assign(const km_args a) {
     }
     if (a.accumulate)
         for (int i = tid; i < K * D; i += KM_THREADS) sums[i] = 0.0f;
+    for (int c = tid; c < K; c += KM_THREADS) cnt_s[c] = 0;
 
     for (int sub = 0; sub < KM_TOKENS / KM_SUB; ++sub) {
         const int s0 = t0 + sub * KM_SUB;
@@ -187,42 +207,62 @@ __global__ void __launch_bounds__(KM_THREADS) km_assign(const km_args a) {
             }
         __syncthreads();
         if (a.accumulate) {
-            /* partial sums, deterministic: order the sub-tile's tokens by
-             * label (stable), then thread d walks them keeping a run sum in a
-             * register and touches shared memory once per distinct label */
+            /* partial sums as a second tensor-core product, deterministic:
+             * sums[K x D] += onehot(labels)^T [K x tokens] . V [tokens x D].
+             * Warp w owns cluster rows 16w.. (and +64): no two threads touch
+             * the same sum, and no float atomics. */
             const int valid = min(KM_SUB, a.S - s0);
             const int *sl = lab + sub * KM_SUB;
-            if (tid < valid) {
-                int mine = sl[tid], rank = 0;
-                for (int u = 0; u < valid; ++u) rank += sl[u] < mine || (sl[u] == mine && u < tid);
-                order[rank] = tid;
-            }
-            __syncthreads();
-            if (tid < D) {
-                float run = 0.0f;
-                int cur = -1;
-                for (int i = 0; i < valid; ++i) {
-                    int r = order[i], c = sl[r];
-                    if (c != cur) {
-                        if (cur >= 0) sums[cur * D + tid] += run;
-                        run = 0.0f;
-                        cur = c;
+            if (lane % 4 == 0)
+                for (int h2 = 0; h2 < 2; ++h2)
+                    for (int m = 0; m < 2; ++m) {
+                        int r = warp * 32 + m * 16 + h2 * 8 + qr;
+                        if (r < valid) atomicAdd(&cnt_s[sl[r]], 1); /* integers: order-free */
                     }
-                    run += __bfloat162float(vs[r * ld + tid]);
+            for (int mt = warp; mt < K / 16; mt += KM_THREADS / 32) {
+                float acc2[KM_MAX_D / 8][4];
+#pragma unroll
+                for (int n = 0; n < KM_MAX_D / 8; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc2[n][e] = 0.0f;
+                const int c0 = mt * 16 + qr;
+                for (int k0 = 0; k0 < KM_SUB; k0 += 16) {
+                    const int t = k0 + qc;
+                    uint32_t af[4];
+                    af[0] = km_onehot2(sl, t, valid, c0);
+                    af[1] = km_onehot2(sl, t, valid, c0 + 8);
+                    af[2] = km_onehot2(sl, t + 8, valid, c0);
+                    af[3] = km_onehot2(sl, t + 8, valid, c0 + 8);
+                    const int row = k0 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+                    for (int n0 = 0; n0 < KM_MAX_D; n0 += 16) {
+                        if (n0 >= D) break;
+                        uint32_t bf[4];
+                        ldmatrix_x4_trans(bf, &vs[row * ld + n0 + (lane >> 4) * 8]);
+                        const uint32_t b01[2] = {bf[0], bf[1]}, b23[2] = {bf[2], bf[3]};
+                        mma_bf16_16816(acc2[n0 / 8], af, b01);
+                        mma_bf16_16816(acc2[n0 / 8 + 1], af, b23);
+                    }
                 }
-                if (cur >= 0) sums[cur * D + tid] += run;
+#pragma unroll
+                for (int n = 0; n < KM_MAX_D / 8; ++n) {
+                    if (n * 8 >= D) break;
+                    float *r0 = sums + c0 * D + n * 8 + qc, *r8 = r0 + 8 * D;
+                    r0[0] += acc2[n][0];
+                    r0[1] += acc2[n][1];
+                    r8[0] += acc2[n][2];
+                    r8[1] += acc2[n][3];
+                }
             }
         }
     }
     __syncthreads();
     const int valid = min(KM_TOKENS, a.S - t0);
     for (int i = tid; i < valid; i += KM_THREADS) a.labels[(int64_t)bh * a.S + t0 + i] = lab[i];
-    /* counts per cluster (thread c scans the labels: order-independent integers) */
-    for (int c = tid; c < K; c += KM_THREADS) {
-        int n = 0;
-        for (int i = 0; i < valid; ++i) n += lab[i] == c;
-        a.part_cnt[((int64_t)bh * a.ntiles + tile) * K + c] = n;
-    }
+    if (!a.accumulate) /* counts only (for the permutation's offsets) */
+        for (int i = tid; i < valid; i += KM_THREADS) atomicAdd(&cnt_s[lab[i]], 1);
+    __syncthreads();
+    for (int c = tid; c < K; c += KM_THREADS) a.part_cnt[((int64_t)bh * a.ntiles + tile) * K + c] = cnt_s[c];
     if (a.accumulate) {
         float *dst = a.part_sum + ((int64_t)bh * a.ntiles + tile) * K * D;
         for (int i = tid; i < K * D; i += KM_THREADS) dst[i] = sums[i];
@@ -326,7 +366,7 @@ static vcattn_status km_validate(const vcattn_gpu_kmeans_params *p, km_layout *L
     if (!p->v || !p->perm || !p->centroids) return VCATTN_STATUS_NULL_POINTER;
     if (p->batch <= 0 || p->heads <= 0 || p->seq <= 0) return VCATTN_STATUS_BAD_SHAPE;
     if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
-    if (p->clusters < 8 || p->clusters > KM_MAX_K || p->clusters % 8 != 0 || p->iterations < 0)
+    if (p->clusters < 16 || p->clusters > KM_MAX_K || p->clusters % 16 != 0 || p->iterations < 0)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (p->dtype != VCATTN_GPU_DTYPE_BF16 && p->dtype != VCATTN_GPU_DTYPE_FP16) return VCATTN_STATUS_INVALID_ARGUMENT;
     if (p->seq > INT32_MAX / 2 || p->batch * p->heads > 65535) return VCATTN_STATUS_SIZE_OVERFLOW;
@@ -415,7 +455,7 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
     if (st) return st;
 
     const int ld = D + KM_PAD;
-    size_t smem = (size_t)(K + KM_SUB) * ld * 2 + K * sizeof(float) + (KM_TOKENS + KM_SUB) * sizeof(int) +
+    size_t smem = (size_t)(K + KM_SUB) * ld * 2 + K * sizeof(float) + (KM_TOKENS + KM_MAX_K) * sizeof(int) +
                   (size_t)K * D * sizeof(float);
     a.vec16 = ((uintptr_t)p->v % 16 == 0) && p->v_stride[0] % 8 == 0 && p->v_stride[1] % 8 == 0 && p->v_stride[2] % 8 == 0;
     if ((st = km_cuda(cudaFuncSetAttribute(km_assign, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))

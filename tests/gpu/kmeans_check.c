@@ -204,8 +204,8 @@ static int cmd_check(void) {
     p.v = (void *)16; p.perm = (int32_t *)16; p.centroids = (float *)16;
     p.batch = 1; p.heads = 1; p.seq = 100; p.head_dim = 96;
     EXPECT(vcattn_gpu_kmeans_workspace_size(&p, &bytes) == VCATTN_STATUS_UNSUPPORTED_HEAD_DIM, "D=96 accepted");
-    p.head_dim = 128; p.clusters = 12;
-    EXPECT(vcattn_gpu_kmeans_workspace_size(&p, &bytes) == VCATTN_STATUS_INVALID_ARGUMENT, "k=12 accepted");
+    p.head_dim = 128; p.clusters = 24;
+    EXPECT(vcattn_gpu_kmeans_workspace_size(&p, &bytes) == VCATTN_STATUS_INVALID_ARGUMENT, "k=24 accepted");
     p.clusters = 64; p.seq = 0;
     EXPECT(vcattn_gpu_kmeans_workspace_size(&p, &bytes) == VCATTN_STATUS_BAD_SHAPE, "S=0 accepted");
     printf("%d passed, %d failed\n", g_pass, g_fail);

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# device_check.sh - on the H200: build libvcattn + the GPU test from the repo
+# (cmake + nvcc), check the kernel against the CPU simulation and the FP64
+# reference, run compute-sanitizer memcheck + racecheck on a small shape, and
+# benchmark against torch SDPA (cuDNN and flash, BF16) in the same run.
+#
+#   scripts/device_check.sh [STAGES]     STAGES: comma list of
+#       build,check,medium,sanitize,bench  (default: all)
+#   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
+#   VC_BENCH_KERNELS="1 2"               kernel versions to time (default 2)
+#   VC_PREBUILT=dir                      use dir/gpu_test instead of building
+#   VC_CHECK_KERNELS="2 3"               kernel versions to check (default 2)
+#   OUT=dir                              logs go there (default ./out)
+set -u
+cd "$(dirname "$0")/.."
+STAGES=${1:-build,check,medium,sanitize,bench}
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+LOG="$OUT/device_check.log"
+: > "$LOG"
+say() { echo "$@" | tee -a "$LOG"; }
+has() { [[ ",$STAGES," == *",$1,"* ]]; }
+SHAPES=${VC_BENCH_SHAPES:-"1,40,75600,75600,128 1,40,32760,32760,128 1,12,32760,32760,128 1,24,118800,118800,128 1,40,75600,512,128 2,40,75600,75600,128 1,40,16384,16384,128 1,40,8192,8192,128"}
+export PATH=$PATH:/usr/local/cuda/bin
+
+say "== device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null)"
+say "== nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+BIN=""
+if [ -n "${VC_PREBUILT:-}" ] && [ -x "$VC_PREBUILT/gpu_test" ]; then
+    BIN="$VC_PREBUILT/gpu_test"
+    say "== using prebuilt $BIN"
+elif has build; then
+    t0=$(date +%s)
+    cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release >> "$LOG" 2>&1 &&
+        cmake --build build-dev -j16 --target vcattn_static vcattn >> "$LOG" 2>&1 &&
+        gcc -O2 -std=c11 -Iinclude -Isrc -I/usr/local/cuda/include tests/gpu/gpu_test.c -o build-dev/gpu_test \
+            build-dev/libvcattn.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -lstdc++ >> "$LOG" 2>&1
+    if [ -x build-dev/gpu_test ]; then BIN=build-dev/gpu_test; say "== built in $(( $(date +%s) - t0 )) s"
+    else say "BUILD FAILED"; tail -30 "$LOG"; exit 1; fi
+fi
+[ -n "$BIN" ] || { say "no binary"; exit 1; }
+
+RC=0
+if has check; then
+    say "== check: small shapes vs the CPU simulation"
+    for kv in ${VC_CHECK_KERNELS:-2}; do
+        say "-- kernel version $kv"
+        VCATTN_KERNEL=$kv timeout 90 "$BIN" check 2>&1 | tee -a "$LOG" "$OUT/check.txt" | tail -40; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+    done
+fi
+if has medium; then
+    say "== medium: vs the FP64 reference"
+    timeout 150 "$BIN" medium 2>&1 | tee -a "$LOG" | tail -8; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+fi
+if has sanitize; then
+    if command -v compute-sanitizer > /dev/null; then
+        for tool in memcheck racecheck synccheck; do
+            say "== compute-sanitizer --tool $tool"
+            timeout 240 compute-sanitizer --tool $tool --error-exitcode 3 "$BIN" small > "$OUT/sanitize_$tool.txt" 2>&1
+            r=$?
+            tail -4 "$OUT/sanitize_$tool.txt" | tee -a "$LOG"
+            say "   $tool exit $r"; [ $r = 0 ] || RC=1
+        done
+    else
+        say "compute-sanitizer not found"
+    fi
+fi
+if has bench; then
+    say "== bench: torch SDPA baselines"
+    shapes_py=$(echo $SHAPES)
+    timeout 300 python3 tests/gpu/bench_sdpa.py $shapes_py 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
+    say "== bench: vcattn"
+    for kv in ${VC_BENCH_KERNELS:-2}; do
+        for s in $SHAPES; do
+            VCATTN_KERNEL=$kv timeout 120 "$BIN" bench ${s//,/ } 5 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
+        done
+    done
+    say "== summary (kernel alone and full call vs cuDNN, same run)"
+    python3 - "$OUT/bench.txt" <<'PY' | tee -a "$LOG"
+import re, sys
+cud, rows = {}, []
+for line in open(sys.argv[1]):
+    m = re.match(r"SDPA (\w+) (\(\S+\)) ([\d.]+) ms", line)
+    if m:
+        cud[(m.group(1), m.group(2))] = float(m.group(3))
+    m = re.match(r"BENCH(\d*) (\S+)\s+(\(\S+\)) full ([\d.]+) ms .* kernel ([\d.]+) ms .* prep ([\d.]+) ms", line)
+    if m:
+        rows.append(("v" + m.group(1) + " " + m.group(2), m.group(3), float(m.group(4)), float(m.group(5)), float(m.group(6))))
+print(f"{'shape':28s} {'kernel method':24s} {'cudnn':>8s} {'flash':>8s} {'full':>8s} {'kernel':>8s} {'x cudnn(k)':>10s} {'x cudnn(f)':>10s}")
+for meth, shp, f, k, p in rows:
+    c, fl = cud.get(("cudnn", shp)), cud.get(("flash", shp))
+    cs = f"{c:8.3f}" if c else "     n/a"
+    fs = f"{fl:8.3f}" if fl else "     n/a"
+    print(f"{shp:28s} {meth:24s} {cs} {fs} {f:8.3f} {k:8.3f} {(c / k if c else 0):10.2f} {(c / f if c else 0):10.2f}")
+PY
+fi
+say "== device_check rc=$RC"
+exit $RC

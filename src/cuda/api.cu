@@ -1,0 +1,238 @@
+/* api.cu - the C entry points of the GPU path (include/vcattn_gpu.h):
+ * validation, the workspace layout, and the launch sequence. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <string.h>
+
+#include "gpu_common.cuh"
+#include "vcattn_gpu.h"
+
+cudaError_t vc_prep_launch(const vc_prep_args &a, int BH, int bf16, cudaStream_t s);
+cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
+cudaError_t vc_attn_ws_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, int overlap, cudaStream_t s);
+
+/* 1: stage (a) kernel (attention.cu); 2: warp-specialized TMA kernel
+ * (attention_ws.cu); 3: the same, P V issued before S so the fold overlaps S */
+static int g_kernel_version = 3;
+
+extern "C" vcattn_status vcattn_gpu_set_kernel_version(int version) {
+    if (version < 1 || version > 3) return VCATTN_STATUS_INVALID_ARGUMENT;
+    g_kernel_version = version;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+static int64_t vc_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+static size_t vc_align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static int vc_mode_of(vcattn_method m) {
+    switch (m) {
+    case VCATTN_METHOD_SAGE2_8BIT: return VC_MODE_SAGE2;
+    case VCATTN_METHOD_VSMOOTH_8BIT: return VC_MODE_VSMOOTH;
+    case VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT: return VC_MODE_EXPCAST;
+    default: return -1;
+    }
+}
+
+extern "C" void vcattn_gpu_params_init(vcattn_gpu_params *p, int64_t batch, int64_t heads, int64_t seq_q,
+                                       int64_t seq_kv, int64_t head_dim, const void *q, const void *k,
+                                       const void *v, void *o) {
+    if (!p) return;
+    memset(p, 0, sizeof *p);
+    p->batch = batch;
+    p->heads = heads;
+    p->seq_q = seq_q;
+    p->seq_kv = seq_kv;
+    p->head_dim = head_dim;
+    p->method = VCATTN_METHOD_VSMOOTH_8BIT;
+    p->softmax_scale = 0.0;
+    p->input_dtype = VCATTN_GPU_DTYPE_BF16;
+    p->output_dtype = VCATTN_GPU_DTYPE_BF16;
+    p->q = q;
+    p->k = k;
+    p->v = v;
+    p->o = o;
+    const int64_t sq[3] = {heads * seq_q * head_dim, seq_q * head_dim, head_dim};
+    const int64_t skv[3] = {heads * seq_kv * head_dim, seq_kv * head_dim, head_dim};
+    memcpy(p->q_stride, sq, sizeof sq);
+    memcpy(p->o_stride, sq, sizeof sq);
+    memcpy(p->k_stride, skv, sizeof skv);
+    memcpy(p->v_stride, skv, sizeof skv);
+}
+
+static vcattn_status vc_check_view(const void *ptr, const int64_t st[3], int64_t B, int64_t H, int64_t S, int64_t D) {
+    if (!ptr) return VCATTN_STATUS_NULL_POINTER;
+    if ((uintptr_t)ptr % 8) return VCATTN_STATUS_BAD_STRIDE;
+    for (int i = 0; i < 3; ++i)
+        if (st[i] < 0 || st[i] % 4) return VCATTN_STATUS_BAD_STRIDE;
+    if (S > 1 && st[2] < D) return VCATTN_STATUS_BAD_STRIDE;
+    /* the largest element offset must fit int64 comfortably */
+    double top = (double)(B - 1) * st[0] + (double)(H - 1) * st[1] + (double)(S - 1) * st[2] + D;
+    if (top > 9.0e18) return VCATTN_STATUS_SIZE_OVERFLOW;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) {
+    if (!p) return VCATTN_STATUS_NULL_POINTER;
+    if (p->batch <= 0 || p->heads <= 0 || p->seq_q <= 0 || p->seq_kv <= 0 || p->head_dim <= 0)
+        return VCATTN_STATUS_BAD_SHAPE;
+    if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
+    /* grid.y = B*H, int32 token indices inside the kernels */
+    if (p->batch * p->heads > 65535 || p->seq_q > (1 << 30) || p->seq_kv > (1 << 30)) return VCATTN_STATUS_BAD_SHAPE;
+    if (vc_mode_of(p->method) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if ((unsigned)p->input_dtype > VCATTN_GPU_DTYPE_FP16 || (unsigned)p->output_dtype > VCATTN_GPU_DTYPE_FP16)
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (!(p->softmax_scale <= 0.0) && !isfinite(p->softmax_scale)) return VCATTN_STATUS_INVALID_ARGUMENT;
+    vcattn_status s;
+    if ((s = vc_check_view(p->q, p->q_stride, p->batch, p->heads, p->seq_q, p->head_dim))) return s;
+    if ((s = vc_check_view(p->k, p->k_stride, p->batch, p->heads, p->seq_kv, p->head_dim))) return s;
+    if ((s = vc_check_view(p->v, p->v_stride, p->batch, p->heads, p->seq_kv, p->head_dim))) return s;
+    if ((s = vc_check_view(p->o, p->o_stride, p->batch, p->heads, p->seq_q, p->head_dim))) return s;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p, vcattn_gpu_layout *L) {
+    if (!L) return VCATTN_STATUS_NULL_POINTER;
+    vcattn_status s = vcattn_gpu_params_validate(p);
+    if (s) return s;
+    const size_t BH = (size_t)(p->batch * p->heads);
+    const int64_t sq_pad = vc_round_up(p->seq_q, VC_GPU_TILE_Q), skv_pad = vc_round_up(p->seq_kv, VC_GPU_BLOCK_K);
+    const size_t nkb = (size_t)(skv_pad / VC_GPU_BLOCK_K);
+    const size_t nchunk = (size_t)((p->seq_kv + VC_GPU_KMEAN_CHUNK - 1) / VC_GPU_KMEAN_CHUNK);
+    memset(L, 0, sizeof *L);
+    L->sq_pad = sq_pad;
+    L->skv_pad = skv_pad;
+    size_t off = 0;
+#define VC_CARVE(field, bytes) do { L->field = off; off = vc_align256(off + (bytes)); } while (0)
+    VC_CARVE(q_codes, BH * (size_t)sq_pad * VC_GPU_DPAD);
+    VC_CARVE(q_scale, BH * (size_t)(sq_pad / 64) * 32 * sizeof(float));
+    VC_CARVE(q_km, BH * (size_t)p->seq_q * sizeof(float));
+    VC_CARVE(k_codes, BH * (size_t)skv_pad * VC_GPU_DPAD);
+    VC_CARVE(k_scale, BH * nkb * 4 * sizeof(float));
+    VC_CARVE(k_mean, BH * VC_GPU_DPAD * sizeof(float));
+    VC_CARVE(k_partial, BH * nchunk * VC_GPU_DPAD * sizeof(double));
+    VC_CARVE(v_codes, BH * VC_GPU_DPAD * (size_t)skv_pad);
+    VC_CARVE(v_scale, BH * VC_GPU_DPAD * sizeof(float));
+    VC_CARVE(v_mean, BH * nkb * VC_GPU_DPAD * sizeof(float));
+    VC_CARVE(v_block_mean, BH * nkb * VC_GPU_DPAD * sizeof(float));
+    VC_CARVE(v_amax, BH * 2 * VC_GPU_DPAD * sizeof(float));
+#undef VC_CARVE
+    L->total = off;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+extern "C" vcattn_status vcattn_gpu_workspace_size(const vcattn_gpu_params *p, size_t *bytes) {
+    if (!bytes) return VCATTN_STATUS_NULL_POINTER;
+    vcattn_gpu_layout L;
+    vcattn_status s = vcattn_gpu_workspace_layout(p, &L);
+    if (s) return s;
+    *bytes = L.total;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+extern "C" vcattn_status vcattn_gpu_device_check(void) {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        return VCATTN_STATUS_UNSUPPORTED_DEVICE;
+    }
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return VCATTN_STATUS_UNSUPPORTED_DEVICE;
+    }
+    return (major == 9 && minor == 0) ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_UNSUPPORTED_DEVICE;
+}
+
+static vcattn_status vc_begin(const vcattn_gpu_params *p, void *ws, size_t ws_bytes, vcattn_gpu_layout *L) {
+    vcattn_status s = vcattn_gpu_workspace_layout(p, L);
+    if (s) return s;
+    if (!ws) return VCATTN_STATUS_NULL_POINTER;
+    if (ws_bytes < L->total || (uintptr_t)ws % 256) return VCATTN_STATUS_INVALID_ARGUMENT;
+    return vcattn_gpu_device_check();
+}
+
+static double vc_sm(const vcattn_gpu_params *p) {
+    return p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
+}
+
+extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *ws, size_t ws_bytes, void *stream) {
+    vcattn_gpu_layout L;
+    vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
+    if (s) return s;
+    uint8_t *w = (uint8_t *)ws;
+    const int mode = vc_mode_of(p->method);
+    vc_prep_args a;
+    memset(&a, 0, sizeof a);
+    a.q = p->q;
+    a.k = p->k;
+    a.v = p->v;
+    memcpy(a.q_stride, p->q_stride, sizeof a.q_stride);
+    memcpy(a.k_stride, p->k_stride, sizeof a.k_stride);
+    memcpy(a.v_stride, p->v_stride, sizeof a.v_stride);
+    a.v_smooth = mode != VC_MODE_SAGE2;
+    a.perm = a.v_smooth ? p->perm : NULL; /* sage2 ignores the plan, as the simulation does */
+    a.H = (int)p->heads;
+    a.Sq = (int)p->seq_q;
+    a.Skv = (int)p->seq_kv;
+    a.D = (int)p->head_dim;
+    a.sq_pad = (int)L.sq_pad;
+    a.skv_pad = (int)L.skv_pad;
+    a.nkb = (int)(L.skv_pad / VC_GPU_BLOCK_K);
+    a.nchunk = (int)((p->seq_kv + VC_GPU_KMEAN_CHUNK - 1) / VC_GPU_KMEAN_CHUNK);
+    a.sm = (float)vc_sm(p);
+    a.q_codes = (int8_t *)(w + L.q_codes);
+    a.q_scale = (float *)(w + L.q_scale);
+    a.q_km = p->lse ? (float *)(w + L.q_km) : NULL;
+    a.k_codes = (int8_t *)(w + L.k_codes);
+    a.k_scale = (float *)(w + L.k_scale);
+    a.k_mean = (float *)(w + L.k_mean);
+    a.k_partial = (double *)(w + L.k_partial);
+    a.v_codes = w + L.v_codes;
+    a.v_scale = (float *)(w + L.v_scale);
+    a.v_mean = (float *)(w + L.v_mean);
+    a.v_block_mean = (float *)(w + L.v_block_mean);
+    a.v_amax = (float *)(w + L.v_amax);
+    cudaError_t e = vc_prep_launch(a, (int)(p->batch * p->heads), p->input_dtype == VCATTN_GPU_DTYPE_BF16,
+                                   (cudaStream_t)stream);
+    return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
+}
+
+extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *ws, size_t ws_bytes,
+                                                     void *stream) {
+    vcattn_gpu_layout L;
+    vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
+    if (s) return s;
+    uint8_t *w = (uint8_t *)ws;
+    vc_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.q_codes = (const int8_t *)(w + L.q_codes);
+    a.q_scale = (const float *)(w + L.q_scale);
+    a.q_km = p->lse ? (const float *)(w + L.q_km) : NULL;
+    a.k_codes = (const int8_t *)(w + L.k_codes);
+    a.k_scale = (const float *)(w + L.k_scale);
+    a.v_codes = w + L.v_codes;
+    a.v_scale = (const float *)(w + L.v_scale);
+    a.v_mean = (const float *)(w + L.v_mean);
+    a.o = p->o;
+    memcpy(a.o_stride, p->o_stride, sizeof a.o_stride);
+    a.lse = p->lse;
+    a.H = (int)p->heads;
+    a.Sq = (int)p->seq_q;
+    a.Skv = (int)p->seq_kv;
+    a.D = (int)p->head_dim;
+    a.sq_pad = (int)L.sq_pad;
+    a.skv_pad = (int)L.skv_pad;
+    a.nkb = (int)(L.skv_pad / VC_GPU_BLOCK_K);
+    a.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
+    const int BH = (int)(p->batch * p->heads), mode = vc_mode_of(p->method);
+    const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
+    cudaError_t e = g_kernel_version == 1 ? vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream)
+                                          : vc_attn_ws_launch(a, BH, mode, bf16, g_kernel_version == 3, (cudaStream_t)stream);
+    return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
+}
+
+extern "C" vcattn_status vcattn_gpu_attention(const vcattn_gpu_params *p, void *ws, size_t ws_bytes, void *stream) {
+    vcattn_status s = vcattn_gpu_preprocess(p, ws, ws_bytes, stream);
+    if (s) return s;
+    return vcattn_gpu_attention_kernel(p, ws, ws_bytes, stream);
+}

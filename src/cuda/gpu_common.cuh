@@ -1,0 +1,84 @@
+/* gpu_common.cuh - what the CUDA sources of libvcattn share: tile sizes, the
+ * workspace arguments of the kernels, input loads. */
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#define VC_GPU_DPAD 128      /* channels of every code tile (D = 64 is zero padded) */
+#define VC_GPU_BLOCK_K 128   /* keys per block */
+#define VC_GPU_TILE_Q 128    /* query rows per CTA (2 warpgroups x 64) */
+#define VC_GPU_KMEAN_CHUNK 1024 /* tokens per partial sum of the K channel mean */
+#define VC_GPU_LOG2E 1.4426950408889634
+#define VC_SAGE2_P_LOG2_OFFSET 8.807f
+
+enum { VC_MODE_SAGE2 = 0, VC_MODE_VSMOOTH = 1, VC_MODE_EXPCAST = 2 };
+
+/* Arguments of the preprocessing kernels (by value). */
+struct vc_prep_args {
+    const void *q, *k, *v;
+    int64_t q_stride[3], k_stride[3], v_stride[3];
+    const int32_t *perm; /* NULL: identity */
+    int H, Sq, Skv, D, sq_pad, skv_pad, nkb, nchunk;
+    int v_smooth;
+    float sm;            /* softmax scale (for q . km) */
+    int8_t *q_codes;
+    float *q_scale, *q_km;
+    int8_t *k_codes;
+    float *k_scale, *k_mean;
+    double *k_partial;
+    uint8_t *v_codes;
+    float *v_scale;
+    float *v_mean; /* FP16-rounded means / channel scale, stored as FP32 */
+    float *v_block_mean, *v_amax; /* v_amax: (BH, 2, 128): residual amax, mean amax */
+};
+
+/* Arguments of the attention kernel. */
+struct vc_attn_args {
+    const int8_t *q_codes;
+    const float *q_scale, *q_km;
+    const int8_t *k_codes;
+    const float *k_scale;
+    const uint8_t *v_codes;
+    const float *v_scale;
+    const float *v_mean;
+    void *o;
+    int64_t o_stride[3];
+    float *lse;
+    int H, Sq, Skv, D, sq_pad, skv_pad, nkb;
+    float c0; /* (float)(softmax scale * log2 e) */
+};
+
+/* CPT = channels per lane (D / 32) of a row, loaded as CPT 16-bit values. */
+template <typename T, int CPT>
+__device__ __forceinline__ void vc_load_row(const T *row, int lane, float (&x)[CPT]) {
+    const uint16_t *p = reinterpret_cast<const uint16_t *>(row) + lane * CPT;
+    uint16_t h[CPT];
+    if (CPT == 4) {
+        uint2 u = *reinterpret_cast<const uint2 *>(p);
+        h[0] = (uint16_t)(u.x & 0xFFFF); h[1] = (uint16_t)(u.x >> 16);
+        h[2] = (uint16_t)(u.y & 0xFFFF); h[3] = (uint16_t)(u.y >> 16);
+    } else {
+        uint32_t u = *reinterpret_cast<const uint32_t *>(p);
+        h[0] = (uint16_t)(u & 0xFFFF); h[1] = (uint16_t)(u >> 16);
+    }
+#pragma unroll
+    for (int i = 0; i < CPT; ++i) {
+        if (sizeof(T) == 2 && __is_same(T, __nv_bfloat16))
+            x[i] = __uint_as_float((uint32_t)h[i] << 16);
+        else
+            x[i] = __half2float(__ushort_as_half(h[i]));
+    }
+}
+
+__device__ __forceinline__ float vc_warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float vc_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}

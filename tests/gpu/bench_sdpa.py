@@ -1,0 +1,51 @@
+"""bench_sdpa.py - torch SDPA baselines (cuDNN and flash backends, BF16) timed
+the way gpu_test times vcattn: median of CUDA-event timings after warm-up.
+
+usage: python3 bench_sdpa.py B,H,Sq,Skv,D [B,H,Sq,Skv,D ...]
+prints one line per shape and backend:  SDPA <backend> (B,H,Sq,Skv,D) <ms> ms <TFLOP/s>
+"""
+import sys
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def time_ms(fn, iters):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(2):
+        fn()
+    ts = []
+    for _ in range(iters):
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def main():
+    print(f"torch {torch.__version__} cuda {torch.version.cuda} cudnn {torch.backends.cudnn.version()} "
+          f"gpu {torch.cuda.get_device_name()}", flush=True)
+    for arg in sys.argv[1:]:
+        B, H, Sq, Skv, D = (int(x) for x in arg.split(","))
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q = torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        k = torch.randn(B, H, Skv, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        v = torch.randn(B, H, Skv, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        flops = 4.0 * B * H * Sq * Skv * D
+        iters = 5 if flops > 5e13 else 20
+        for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
+            try:
+                with sdpa_kernel([be]):
+                    ms = time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v), iters)
+                print(f"SDPA {name} ({B},{H},{Sq},{Skv},{D}) {ms:.3f} ms {flops / ms * 1e-9:.0f} TFLOP/s", flush=True)
+            except Exception as ex:  # a backend that refuses the shape
+                print(f"SDPA {name} ({B},{H},{Sq},{Skv},{D}) failed: {ex}".splitlines()[0], flush=True)
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
