@@ -173,3 +173,16 @@ TEST(exported_codecs_validate) {
     CHECK_STATUS(vcattn_encode_e4m3(NULL, NULL, 0), VCATTN_STATUS_SUCCESS);
     for (int s = 0; s <= VCATTN_STATUS_COUNT; ++s) CHECK(vcattn_status_string((vcattn_status)s) != NULL);
 }
+
+#ifndef VCATTN_HAVE_CUDA
+#include "vcattn_gpu.h"
+/* Without CUDA every GPU entry point links and answers NOT_BUILT. */
+TEST(gpu_calls_report_not_built_without_cuda) {
+    vcattn_gpu_params p;
+    vcattn_gpu_params_init(&p, 1, 1, 8, 8, 64, NULL, NULL, NULL, NULL);
+    size_t bytes = 0;
+    CHECK_STATUS(vcattn_gpu_workspace_size(&p, &bytes), VCATTN_STATUS_NOT_BUILT);
+    CHECK_STATUS(vcattn_gpu_attention(&p, NULL, 0, NULL), VCATTN_STATUS_NOT_BUILT);
+    CHECK_STATUS(vcattn_gpu_device_check(), VCATTN_STATUS_NOT_BUILT);
+}
+#endif
