@@ -159,12 +159,13 @@ def test_flash_attn_forward_torch():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_tensors_fall_back_to_sdpa_or_raise_in_strict():
+def test_cuda_method_without_kernel_falls_back_or_raises_in_strict():
+    # sage3-4bit has no Hopper kernel (NVFP4 needs Blackwell): SDPA with one warning
     q, k, v = (x.cuda().to(torch.bfloat16) for x in qkv())
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        out, lse = vcattn.attention(q, k, v, return_lse=True)
-        vcattn.attention(q, k, v)
+        out, lse = vcattn.attention(q, k, v, return_lse=True, method="sage3-4bit")
+        vcattn.attention(q, k, v, method="sage3-4bit")
     assert out.is_cuda and out.dtype == torch.bfloat16 and lse.shape == (1, 2, 200)
     assert sum("falling back to torch SDPA" in str(x.message) for x in w) == 1
     ref, ref_lse = vcattn.reference_attention(q, k, v, return_lse=True)
@@ -172,7 +173,7 @@ def test_cuda_tensors_fall_back_to_sdpa_or_raise_in_strict():
     assert vcattn.fidelity(ref, out)["rel_l2"] < 0.02
     assert (lse - ref_lse).abs().max().item() < 1e-3
     with pytest.raises(vcattn.VcattnError, match="NOT_BUILT"):
-        vcattn.attention(q, k, v, strict=True)
+        vcattn.attention(q, k, v, method="sage3-4bit", strict=True)
 
 
 def test_wan_processor_with_a_fake_module():

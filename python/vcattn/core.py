@@ -217,7 +217,7 @@ def attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bo
     threads = _default_threads(num_threads)
     kind, _ = _check_qkv(q, k, v, tensor_layout)
     if kind == "torch" and _is_cuda(q):
-        return _cuda_attention(q, k, v, tensor_layout, sm_scale, return_lse, method, strict)
+        return _cuda_attention(q, k, v, tensor_layout, sm_scale, return_lse, method, strict, plan, step)
     prob = _Problem(q, k, v, tensor_layout, scale, return_lse, threads)
     cfg = _lib.MethodConfig()
     check(lib.vcattn_method_config_get(mid, ctypes.byref(cfg)), "vcattn_method_config_get")
@@ -266,13 +266,18 @@ def warn_once(key, message):
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def _cuda_attention(q, k, v, layout, sm_scale, return_lse, method, strict):
-    # NOTE: the GPU kernel (vcattn_gpu_attention, include/vcattn_gpu.h) is wired in by the
-    # GPU work; until then CUDA tensors take torch SDPA, loudly.
-    why = "CUDA tensors are not yet routed to the vcattn GPU kernel by the Python package"
+def _cuda_attention(q, k, v, layout, sm_scale, return_lse, method, strict, plan=None, step=None):
+    """CUDA tensors: the Hopper kernel (vcattn_gpu_attention) on the current stream; what it
+    does not cover falls back to torch SDPA with one warning (strict=True raises instead)."""
+    from . import _gpu
+
+    try:
+        return _gpu.attention(q, k, v, layout, sm_scale, return_lse, method, plan, step)
+    except _gpu.Unsupported as e:
+        why = str(e)
     if strict:
         raise VcattnError(_lib.STATUS["NOT_BUILT"], "vcattn.attention", why)
-    warn_once(("cuda", method), f"vcattn: {why}; falling back to torch SDPA (BF16/FP16, exact softmax)")
+    warn_once(("cuda", why), f"vcattn: {why}; falling back to torch SDPA (BF16/FP16, exact softmax)")
     return sdpa_with_lse(q, k, v, layout, sm_scale, return_lse)
 
 

@@ -79,8 +79,9 @@ class patch_sdpa:
     Supported calls: 4-D (B, H, S, D) float16 / bfloat16 / float32 tensors, head_dim 64 or
     128, no attn_mask, dropout_p == 0, is_causal False, equal head counts, no autograd.
     Anything else runs the original SDPA, with one warning per reason per process (``strict=True``
-    raises VcattnError instead).  CUDA tensors take the original SDPA too until the GPU
-    kernel is wired into the package (one warning).
+    raises VcattnError instead).  CUDA tensors run the Hopper kernel (sage2-8bit,
+    vsmooth-8bit, vsmooth-expcast-8bit); other methods, or a build/GPU without it, take the
+    original SDPA with one warning.
 
     Plans: with ``plan_cache`` each call's Plan is ``plan_cache.layer(key)``, key = ``layer``
     (and ``(layer, n)`` for the n-th further call in the block) or, without ``layer``, the
@@ -164,8 +165,6 @@ class patch_sdpa:
             return "stride", "a non-contiguous head_dim axis"
         if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
             return "autograd", "vcattn has no backward pass (tensors require grad)"
-        if q.device.type != "cpu":
-            return "cuda", "CUDA tensors are not yet routed to the vcattn GPU kernel by the Python package"
         return None
 
     def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
