@@ -5,7 +5,9 @@
 # benchmark against torch SDPA (cuDNN and flash, BF16) in the same run.
 #
 #   scripts/device_check.sh [STAGES]     STAGES: comma list of
-#       build,check,medium,sanitize,bench  (default: all)
+#       build,check,medium,sanitize,bench,kmeans,python  (default: all)
+#       kmeans: GPU grouping vs the CPU planner + its timing (issue 4)
+#       python: the Python package's tests on CUDA tensors (issue 5)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
 #   VC_BENCH_KERNELS="1 2"               kernel versions to time (default 2)
 #   VC_PREBUILT=dir                      use dir/gpu_test instead of building
@@ -13,7 +15,7 @@
 #   OUT=dir                              logs go there (default ./out)
 set -u
 cd "$(dirname "$0")/.."
-STAGES=${1:-build,check,medium,sanitize,bench}
+STAGES=${1:-build,check,medium,sanitize,bench,kmeans,python}
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 LOG="$OUT/device_check.log"
@@ -33,8 +35,10 @@ elif has build; then
     t0=$(date +%s)
     cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release >> "$LOG" 2>&1 &&
         cmake --build build-dev -j16 --target vcattn_static vcattn >> "$LOG" 2>&1 &&
-        gcc -O2 -std=c11 -Iinclude -Isrc -I/usr/local/cuda/include tests/gpu/gpu_test.c -o build-dev/gpu_test \
-            build-dev/libvcattn.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -lstdc++ >> "$LOG" 2>&1
+        for t in gpu_test kmeans_check; do
+            gcc -O2 -std=c11 -Iinclude -Isrc -I/usr/local/cuda/include tests/gpu/$t.c -o build-dev/$t \
+                build-dev/libvcattn.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -lstdc++ >> "$LOG" 2>&1
+        done
     if [ -x build-dev/gpu_test ]; then BIN=build-dev/gpu_test; say "== built in $(( $(date +%s) - t0 )) s"
     else say "BUILD FAILED"; tail -30 "$LOG"; exit 1; fi
 fi
@@ -93,6 +97,20 @@ for meth, shp, f, k, p in rows:
     fs = f"{fl:8.3f}" if fl else "     n/a"
     print(f"{shp:28s} {meth:24s} {cs} {fs} {f:8.3f} {k:8.3f} {(c / k if c else 0):10.2f} {(c / f if c else 0):10.2f}")
 PY
+fi
+if has kmeans; then
+    KM="$(dirname "$BIN")/kmeans_check"
+    say "== kmeans: GPU grouping vs the CPU planner, determinism, warm start"
+    timeout 120 "$KM" check 2>&1 | tee -a "$LOG" | tail -6; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+    say "== kmeans: timing (Wan 720p, HunyuanVideo 720p) and its share of one attention call"
+    for s in "1 40 75600 128" "1 24 118800 128"; do
+        timeout 120 "$KM" bench $s 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
+    done
+fi
+if has python; then
+    say "== python: package tests on CUDA tensors"
+    VCATTN_LIBRARY="$(dirname "$BIN")/libvcattn.so" PYTHONPATH=python timeout 300 \
+        python3 -m pytest -q python/tests 2>&1 | tee -a "$LOG" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 say "== device_check rc=$RC"
 exit $RC
