@@ -7,8 +7,8 @@
 
 #include <string.h>
 
-#include "vcattn_gpu.h"
-#include "vcattn_gpu_kmeans.h"
+#include "vcattn.h"
+
 
 void vcattn_gpu_params_init(vcattn_gpu_params *p, int64_t batch, int64_t heads, int64_t seq_q,
                             int64_t seq_kv, int64_t head_dim, const void *q, const void *k,

@@ -175,7 +175,6 @@ TEST(exported_codecs_validate) {
 }
 
 #ifndef VCATTN_HAVE_CUDA
-#include "vcattn_gpu.h"
 /* Without CUDA every GPU entry point links and answers NOT_BUILT. */
 TEST(gpu_calls_report_not_built_without_cuda) {
     vcattn_gpu_params p;

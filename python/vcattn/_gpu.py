@@ -20,7 +20,7 @@ c_i64 = ctypes.c_int64
 c_i64_3 = ctypes.c_int64 * 3
 
 
-class GpuParams(ctypes.Structure):  # vcattn_gpu_params
+class GpuParams(ctypes.Structure):  # vcattn_gpu_params (include/vcattn.h)
     _fields_ = [
         ("batch", c_i64), ("heads", c_i64), ("seq_q", c_i64), ("seq_kv", c_i64), ("head_dim", c_i64),
         ("method", ctypes.c_int), ("softmax_scale", ctypes.c_double),

@@ -24,8 +24,6 @@
 
 #include "ptx/cp_async.cuh"
 #include "vcattn.h"
-#include "vcattn_gpu.h"
-#include "vcattn_gpu_kmeans.h"
 
 #define KM_THREADS 128      /* 4 warps; one thread per channel in the accumulation */
 #define KM_SUB 128          /* tokens per tensor-core sub-tile (4 warps x 32 rows) */

@@ -13,8 +13,6 @@
 
 #include "numerics.h"
 #include "vcattn.h"
-#include "vcattn_gpu.h"
-#include "vcattn_gpu_kmeans.h"
 
 static int g_pass, g_fail;
 #define EXPECT(cond, ...)                                                     \
