@@ -66,11 +66,21 @@ TEST(plan_reuses_and_warm_starts) {
     CHECK(perm != NULL);
     double cold, warm;
     CHECK_STATUS(vcattn_block_energy_share(v, B, H, S, D, vs, perm, S, &cold), VCATTN_STATUS_SUCCESS);
-    /* a warm-started update with one iteration keeps a converged plan */
+    /* a warm-started update starts from the stored centroids: the seed no longer matters */
+    vcattn_plan *twin = NULL;
+    CHECK_STATUS(vcattn_plan_create(L, B, H, S, D, 8, &twin), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_plan_update(twin, 0, v, vs, 10, 3, 0), VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_plan_update(plan, 0, v, vs, 1, 99, 0), VCATTN_STATUS_SUCCESS);
-    vcattn_plan_permutation(plan, 0, &perm);
-    CHECK_STATUS(vcattn_block_energy_share(v, B, H, S, D, vs, perm, S, &warm), VCATTN_STATUS_SUCCESS);
-    CHECK(warm >= cold - 1e-9);
+    CHECK_STATUS(vcattn_plan_update(twin, 0, v, vs, 1, 12345, 0), VCATTN_STATUS_SUCCESS);
+    const int32_t *p1 = NULL, *p2 = NULL;
+    vcattn_plan_permutation(plan, 0, &p1);
+    vcattn_plan_permutation(twin, 0, &p2);
+    CHECK(p1 && p2 && memcmp(p1, p2, sizeof(int32_t) * (size_t)(B * H * S)) == 0);
+    double seq;
+    CHECK_STATUS(vcattn_block_energy_share(v, B, H, S, D, vs, NULL, 0, &seq), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_block_energy_share(v, B, H, S, D, vs, p1, S, &warm), VCATTN_STATUS_SUCCESS);
+    CHECK_MSG(cold > seq && warm > seq, "clustered %g / warm %g vs sequence %g", cold, warm, seq);
+    vcattn_plan_destroy(twin);
     /* layer 1 is independent */
     CHECK_STATUS(vcattn_plan_permutation(plan, 1, &perm), VCATTN_STATUS_SUCCESS);
     CHECK(perm == NULL);
