@@ -10,13 +10,17 @@
 cudaError_t vc_prep_launch(const vc_prep_args &a, int BH, int bf16, cudaStream_t s);
 cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
 cudaError_t vc_attn_ws_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, int overlap, cudaStream_t s);
+cudaError_t vc_attn_v4_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
 
 /* 1: stage (a) kernel (attention.cu); 2: warp-specialized TMA kernel
- * (attention_ws.cu); 3: the same, P V issued before S so the fold overlaps S */
-static int g_kernel_version = 3;
+ * (attention_ws.cu); 3: the same, P V issued before S so the fold overlaps S;
+ * 4 (the default): version 3 with the fold kept under S, the next turn's waits
+ * under the own P V, means and K scales from a shared-memory cp.async ring
+ * (attention_v4.cu; docs/kernel-log.md, v4-v4c) */
+static int g_kernel_version = 4;
 
 extern "C" vcattn_status vcattn_gpu_set_kernel_version(int version) {
-    if (version < 1 || version > 3) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (version < 1 || version > 4) return VCATTN_STATUS_INVALID_ARGUMENT;
     g_kernel_version = version;
     return VCATTN_STATUS_SUCCESS;
 }
@@ -226,8 +230,9 @@ extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p,
     a.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
     const int BH = (int)(p->batch * p->heads), mode = vc_mode_of(p->method);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
-    cudaError_t e = g_kernel_version == 1 ? vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream)
-                                          : vc_attn_ws_launch(a, BH, mode, bf16, g_kernel_version == 3, (cudaStream_t)stream);
+    cudaError_t e = g_kernel_version == 1   ? vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream)
+                    : g_kernel_version == 4 ? vc_attn_v4_launch(a, BH, mode, bf16, (cudaStream_t)stream)
+                                            : vc_attn_ws_launch(a, BH, mode, bf16, g_kernel_version == 3, (cudaStream_t)stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 
