@@ -385,7 +385,8 @@ vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *work
 /* Which attention kernel the calls use (process-wide, for benchmarks and
  * A/B checks): 1 = stage (a), cp.async + two warpgroups in lockstep;
  * 2 = warp-specialized TMA pipeline with ping-pong; 3 = the same with each
- * warpgroup folding block n-1 while its own S_n runs (the default). */
+ * warpgroup folding block n-1 while its own S_n runs; 4 = v3 with the fold
+ * kept under S, block means through a shared-memory ring (the default). */
 vcattn_status vcattn_gpu_set_kernel_version(int version);
 
 /* Where the preprocessed operands live inside the workspace (byte offsets),
