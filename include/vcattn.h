@@ -141,6 +141,8 @@ typedef struct vcattn_sim_outputs {
     double *row_tv;     /* (B,H,ceil(Sq/tv_row_stride)) total variation of the
                            normalized quantized probabilities vs the exact ones */
     int64_t tv_row_stride; /* sample every n-th query row for row_tv (>= 1) */
+    double *o_f64;      /* (B,H,Sq,D) contiguous: the output before its FP32 store
+                           (shows the exact path's FP64 agreement, below float rounding) */
 } vcattn_sim_outputs;
 
 vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,

@@ -523,6 +523,10 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
         float *out = p->o + c->b * p->o_stride[0] + c->h * p->o_stride[1] + row * p->o_stride[2];
         double inv_l = 1.0 / l[i];
         for (int64_t d = 0; d < D; ++d) out[d] = (float)(t.o[i * D + d] * inv_l * hd->chan_scale[d]);
+        if (c->extra && c->extra->o_f64) {
+            double *od = c->extra->o_f64 + ((c->b * p->heads + c->h) * Sq + row) * D;
+            for (int64_t d = 0; d < D; ++d) od[d] = t.o[i * D + d] * inv_l * hd->chan_scale[d];
+        }
         if (c->extra && c->extra->o_pq_v) {
             float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Sq + row) * D;
             for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t.oe[i * D + d] * inv_l);

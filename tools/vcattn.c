@@ -401,7 +401,7 @@ static int cmd_eval(int argc, char **argv) {
         vcattn_method_config cfg;
         vcattn_method_config_get(m, &cfg);
         p.o = out;
-        vcattn_sim_outputs extra = {pqv, tv, o.tv_stride};
+        vcattn_sim_outputs extra = {pqv, tv, o.tv_stride, NULL};
         ts = now_seconds();
         progress("  %-22s ... ", vcattn_method_name(m));
         st = vcattn_simulate_attention(&p, &cfg, perm, &extra);

@@ -148,7 +148,8 @@ class MethodConfig(ctypes.Structure):
 
 
 class SimOutputs(ctypes.Structure):
-    _fields_ = [("o_pq_v", ctypes.c_void_p), ("row_tv", ctypes.c_void_p), ("tv_row_stride", c_i64)]
+    _fields_ = [("o_pq_v", ctypes.c_void_p), ("row_tv", ctypes.c_void_p), ("tv_row_stride", c_i64),
+                ("o_f64", ctypes.c_void_p)]
 
 
 class KmeansParams(ctypes.Structure):
