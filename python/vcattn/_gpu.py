@@ -11,7 +11,7 @@ import ctypes
 from . import _lib
 from ._lib import check, lib
 
-# Methods the Hopper kernel implements (include/vcattn_gpu.h).
+# Methods the Hopper kernel implements (include/vcattn.h).
 GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit")
 _VSMOOTH = ("vsmooth-8bit", "vsmooth-expcast-8bit")
 _DTYPE_BF16, _DTYPE_FP16 = 0, 1

@@ -1,11 +1,11 @@
-/* api.cu - the C entry points of the GPU path (include/vcattn_gpu.h):
+/* api.cu - the C entry points of the GPU path (include/vcattn.h):
  * validation, the workspace layout, and the launch sequence. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <string.h>
 
 #include "gpu_common.cuh"
-#include "vcattn_gpu.h"
+#include "vcattn.h"
 
 cudaError_t vc_prep_launch(const vc_prep_args &a, int BH, int bf16, cudaStream_t s);
 cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
@@ -35,32 +35,6 @@ static int vc_mode_of(vcattn_method m) {
     case VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT: return VC_MODE_EXPCAST;
     default: return -1;
     }
-}
-
-extern "C" void vcattn_gpu_params_init(vcattn_gpu_params *p, int64_t batch, int64_t heads, int64_t seq_q,
-                                       int64_t seq_kv, int64_t head_dim, const void *q, const void *k,
-                                       const void *v, void *o) {
-    if (!p) return;
-    memset(p, 0, sizeof *p);
-    p->batch = batch;
-    p->heads = heads;
-    p->seq_q = seq_q;
-    p->seq_kv = seq_kv;
-    p->head_dim = head_dim;
-    p->method = VCATTN_METHOD_VSMOOTH_8BIT;
-    p->softmax_scale = 0.0;
-    p->input_dtype = VCATTN_GPU_DTYPE_BF16;
-    p->output_dtype = VCATTN_GPU_DTYPE_BF16;
-    p->q = q;
-    p->k = k;
-    p->v = v;
-    p->o = o;
-    const int64_t sq[3] = {heads * seq_q * head_dim, seq_q * head_dim, head_dim};
-    const int64_t skv[3] = {heads * seq_kv * head_dim, seq_kv * head_dim, head_dim};
-    memcpy(p->q_stride, sq, sizeof sq);
-    memcpy(p->o_stride, sq, sizeof sq);
-    memcpy(p->k_stride, skv, sizeof skv);
-    memcpy(p->v_stride, skv, sizeof skv);
 }
 
 static vcattn_status vc_check_view(const void *ptr, const int64_t st[3], int64_t B, int64_t H, int64_t S, int64_t D) {

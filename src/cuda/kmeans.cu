@@ -392,14 +392,6 @@ extern "C" vcattn_status vcattn_gpu_kmeans_workspace_size(const vcattn_gpu_kmean
     return VCATTN_STATUS_SUCCESS;
 }
 
-extern "C" void vcattn_gpu_kmeans_params_init(vcattn_gpu_kmeans_params *p) {
-    if (!p) return;
-    *p = vcattn_gpu_kmeans_params{};
-    p->dtype = VCATTN_GPU_DTYPE_BF16;
-    p->clusters = 64;
-    p->iterations = 8;
-}
-
 /* The product needs sm_80+ (mma.sync BF16); the build targets sm_90a only. */
 static vcattn_status km_device_check(void) {
     int dev = 0, major = 0;

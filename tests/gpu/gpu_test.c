@@ -17,7 +17,6 @@
 
 #include "numerics.h"
 #include "vcattn.h"
-#include "vcattn_gpu.h"
 
 #define CK(x)                                                                                     \
     do {                                                                                          \
