@@ -26,6 +26,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "attention_common.cuh"
 #include "gpu_common.cuh"
 #include "numerics.h"
 #include "ptx/cp_async.cuh"
@@ -398,69 +399,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         fold(nkb - 1, pst, alpha, lsum);
     }
 
-    /* ---- epilogue ---- */
-    if (MODE == VC_MODE_SAGE2) {
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-            l[hh] += __shfl_xor_sync(0xffffffffu, l[hh], 1);
-            l[hh] += __shfl_xor_sync(0xffffffffu, l[hh], 2);
-        }
-    }
-    const int b = bh / a.H, h = bh % a.H;
-    const float *vs = a.v_scale + (int64_t)bh * VC_GPU_DPAD;
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-        const int row = qtile * VC_GPU_TILE_Q + cw * 64 + warp * 16 + g + 8 * hh;
-        if (row >= a.Sq) continue;
-        OutT *orow = (OutT *)a.o + b * a.o_stride[0] + h * a.o_stride[1] + (int64_t)row * a.o_stride[2];
-        const float inv_l = 1.0f / l[hh];
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            const int col = 8 * j + 2 * t;
-            if (col >= a.D) continue;
-            const float2 s2 = *reinterpret_cast<const float2 *>(vs + col);
-            const float o0 = O[4 * j + 2 * hh] * inv_l * s2.x;
-            const float o1 = O[4 * j + 2 * hh + 1] * inv_l * s2.y;
-            if (__is_same(OutT, __nv_bfloat16))
-                *reinterpret_cast<__nv_bfloat162 *>(orow + col) = __floats2bfloat162_rn(o0, o1);
-            else
-                *reinterpret_cast<__half2 *>(orow + col) = __floats2half2_rn(o0, o1);
-        }
-        if (a.lse && t == 0) {
-            const float bias2 = MODE == VC_MODE_EXPCAST ? 8.0f : 0.0f; /* log2(P scale) */
-            const float lse2 = m[hh] + log2f(l[hh]) - bias2;
-            a.lse[(int64_t)bh * a.Sq + row] =
-                lse2 * 0.69314718055994531f + (a.q_km ? a.q_km[(int64_t)bh * a.Sq + row] : 0.0f);
-        }
-    }
+    vc_store_rows<MODE, OutT>(a, O, l, m, bh, qtile * VC_GPU_TILE_Q + cw * 64 + warp * 16 + g, t);
 }
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */
-static PFN_cuTensorMapEncodeTiled_v12000 vc4_encode_fn(void) {
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-    if (!fn) {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
-    }
-    return fn;
-}
-
-/* 2-D map of bytes: `inner` bytes per row (row pitch = inner), `rows` rows, box 128 x box_rows, 128B swizzle */
-static bool vc4_make_map(CUtensorMap *m, const void *base, uint64_t inner, uint64_t rows, uint32_t box_rows) {
-    PFN_cuTensorMapEncodeTiled_v12000 fn = vc4_encode_fn();
-    if (!fn) return false;
-    cuuint64_t dims[2] = {inner, rows};
-    cuuint64_t strides[1] = {inner};
-    cuuint32_t box[2] = {128, box_rows};
-    cuuint32_t estr[2] = {1, 1};
-    return fn(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void *>(base), dims, strides, box, estr,
-              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <int MODE, typename OutT>
 static cudaError_t vc_v4_launch_t(const vc_attn_args &a, const vc_v4_maps &maps, int BH, cudaStream_t s) {
     auto kern = vc_attention_v4<MODE, OutT>;
@@ -472,9 +414,9 @@ static cudaError_t vc_v4_launch_t(const vc_attn_args &a, const vc_v4_maps &maps,
 
 cudaError_t vc_attn_v4_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s) {
     vc_v4_maps maps;
-    if (!vc4_make_map(&maps.q, a.q_codes, VC_GPU_DPAD, (uint64_t)BH * a.sq_pad, 128) ||
-        !vc4_make_map(&maps.k, a.k_codes, VC_GPU_DPAD, (uint64_t)BH * a.skv_pad, 128) ||
-        !vc4_make_map(&maps.v, a.v_codes, (uint64_t)a.skv_pad, (uint64_t)BH * VC_GPU_DPAD, 128))
+    if (!vc_tma_make_map(&maps.q, a.q_codes, VC_GPU_DPAD, (uint64_t)BH * a.sq_pad, 128) ||
+        !vc_tma_make_map(&maps.k, a.k_codes, VC_GPU_DPAD, (uint64_t)BH * a.skv_pad, 128) ||
+        !vc_tma_make_map(&maps.v, a.v_codes, (uint64_t)a.skv_pad, (uint64_t)BH * VC_GPU_DPAD, 128))
         return cudaErrorInvalidValue;
     switch (mode) {
     case VC_MODE_SAGE2:
