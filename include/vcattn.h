@@ -441,6 +441,27 @@ vcattn_status vcattn_gpu_kmeans_workspace_size(const vcattn_gpu_kmeans_params *p
 vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, void *workspace,
                                 size_t workspace_bytes, void *stream);
 
+/* A device plan: per layer, the (B,H,S) permutation and (B,H,k,D) centroids
+ * of the last grouping, in device memory, reused across denoising steps; an
+ * update warm-starts k-means from the layer's centroids.  Drive it with
+ * vcattn_schedule_action_at: update on VCATTN_SCHEDULE_GROUP steps, pass
+ * vcattn_gpu_plan_permutation() as vcattn_gpu_params.perm otherwise. */
+typedef struct vcattn_gpu_plan vcattn_gpu_plan;
+
+/* Allocates everything (device memory) up front; clusters as vcattn_gpu_kmeans. */
+vcattn_status vcattn_gpu_plan_create(int64_t layers, int64_t batch, int64_t heads, int64_t seq,
+                                     int64_t head_dim, int clusters, vcattn_gpu_plan **plan);
+/* k-means on v (device, (B,H,S,D) with element strides) for `layer` on `stream`. */
+vcattn_status vcattn_gpu_plan_update(vcattn_gpu_plan *plan, int64_t layer, const void *v,
+                                     vcattn_gpu_dtype dtype, const int64_t v_stride[3],
+                                     int iterations, uint64_t seed, void *stream);
+/* The layer's device permutation, or NULL in *perm if it was never updated. */
+vcattn_status vcattn_gpu_plan_permutation(const vcattn_gpu_plan *plan, int64_t layer,
+                                          const int32_t **perm);
+/* Device bytes the plan holds (permutations, centroids, the k-means workspace). */
+vcattn_status vcattn_gpu_plan_memory_bytes(const vcattn_gpu_plan *plan, size_t *bytes);
+void vcattn_gpu_plan_destroy(vcattn_gpu_plan *plan);
+
 #ifdef __cplusplus
 }
 #endif

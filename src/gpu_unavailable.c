@@ -63,6 +63,33 @@ vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, void *workspa
     return VCATTN_STATUS_NOT_BUILT;
 }
 
+vcattn_status vcattn_gpu_plan_create(int64_t layers, int64_t batch, int64_t heads, int64_t seq,
+                                     int64_t head_dim, int clusters, vcattn_gpu_plan **plan) {
+    (void)layers, (void)batch, (void)heads, (void)seq, (void)head_dim, (void)clusters;
+    if (plan) *plan = NULL;
+    return VCATTN_STATUS_NOT_BUILT;
+}
+
+vcattn_status vcattn_gpu_plan_update(vcattn_gpu_plan *plan, int64_t layer, const void *v,
+                                     vcattn_gpu_dtype dtype, const int64_t v_stride[3], int iterations,
+                                     uint64_t seed, void *stream) {
+    (void)plan, (void)layer, (void)v, (void)dtype, (void)v_stride, (void)iterations, (void)seed, (void)stream;
+    return VCATTN_STATUS_NOT_BUILT;
+}
+
+vcattn_status vcattn_gpu_plan_permutation(const vcattn_gpu_plan *plan, int64_t layer, const int32_t **perm) {
+    (void)plan, (void)layer;
+    if (perm) *perm = NULL;
+    return VCATTN_STATUS_NOT_BUILT;
+}
+
+vcattn_status vcattn_gpu_plan_memory_bytes(const vcattn_gpu_plan *plan, size_t *bytes) {
+    (void)plan, (void)bytes;
+    return VCATTN_STATUS_NOT_BUILT;
+}
+
+void vcattn_gpu_plan_destroy(vcattn_gpu_plan *plan) { (void)plan; }
+
 #else
 typedef int vc_gpu_unavailable_unused; /* ISO C wants a non-empty unit */
 #endif

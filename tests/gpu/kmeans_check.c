@@ -194,6 +194,42 @@ static int cmd_check(void) {
         run_free(&r);
         free_input(&in);
     }
+    /* the device plan: same result as direct calls, warm start from its own centroids */
+    {
+        input in = make_input(1, 2, 4, 16, 40, 11);
+        run r;
+        run_setup(&r, &in, 32);
+        r.p.labels = NULL;
+        r.p.iterations = 4;
+        vcattn_gpu_plan *plan = NULL;
+        EXPECT(vcattn_gpu_plan_create(2, in.B, in.H, in.S, in.D, 32, &plan) == VCATTN_STATUS_SUCCESS, "plan create");
+        const int32_t *dp = (const int32_t *)1;
+        EXPECT(vcattn_gpu_plan_permutation(plan, 1, &dp) == VCATTN_STATUS_SUCCESS && dp == NULL, "fresh layer has no perm");
+        size_t n = (size_t)(in.B * in.H * in.S), pbytes = 0;
+        int32_t *host = malloc(n * 4);
+        for (int pass = 0; pass < 2; ++pass) {
+            /* pass 0: cold; pass 1: warm from the previous centroids, on both sides */
+            r.p.init_centroids = pass ? r.dcent : NULL;
+            run_exec(&r, &in);
+            VC_OK(vcattn_gpu_plan_update(plan, 1, in.dv, VCATTN_GPU_DTYPE_BF16, r.p.v_stride, 4, 0, NULL));
+            CUDA_OK(cudaDeviceSynchronize());
+            VC_OK(vcattn_gpu_plan_permutation(plan, 1, &dp));
+            CUDA_OK(cudaMemcpy(host, dp, n * 4, cudaMemcpyDeviceToHost));
+            EXPECT(dp && !memcmp(host, r.perm, n * 4), "plan pass %d differs from the direct call", pass);
+        }
+        EXPECT(vcattn_gpu_plan_memory_bytes(plan, &pbytes) == VCATTN_STATUS_SUCCESS && pbytes >= 2 * n * 4,
+               "plan memory %zu", pbytes);
+        printf("device plan (2 layers, B1 H2 S%lld, k=32): %zu bytes\n", (long long)in.S, pbytes);
+        EXPECT(vcattn_gpu_plan_update(plan, 2, in.dv, VCATTN_GPU_DTYPE_BF16, r.p.v_stride, 4, 0, NULL) ==
+                   VCATTN_STATUS_INVALID_ARGUMENT, "layer out of range accepted");
+        vcattn_gpu_plan *bad = NULL;
+        EXPECT(vcattn_gpu_plan_create(1, 1, 1, 256, 96, 32, &bad) == VCATTN_STATUS_UNSUPPORTED_HEAD_DIM && !bad,
+               "plan with D=96 accepted");
+        vcattn_gpu_plan_destroy(plan);
+        free(host);
+        run_free(&r);
+        free_input(&in);
+    }
     /* bad input */
     vcattn_gpu_kmeans_params p;
     vcattn_gpu_kmeans_params_init(&p);
