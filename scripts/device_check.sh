@@ -8,6 +8,8 @@
 #       build,check,medium,sanitize,bench,kmeans,python  (default: all)
 #       kmeans: GPU grouping vs the CPU planner + its timing (issue 4)
 #       python: the Python package's tests on CUDA tensors (issue 5)
+#       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
+#           (tests/gpu/wan_step.py, ~2-3 minutes)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
 #   VC_BENCH_KERNELS="1 2"               kernel versions to time (default 2)
 #   VC_PREBUILT=dir                      use dir/gpu_test instead of building
@@ -111,6 +113,12 @@ if has python; then
     say "== python: package tests on CUDA tensors"
     VCATTN_LIBRARY="$(dirname "$BIN")/libvcattn.so" PYTHONPATH=python timeout 300 \
         python3 -m pytest -q python/tests 2>&1 | tee -a "$LOG" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+fi
+if has e2e; then
+    say "== e2e: one Wan2.2-A14B-shaped denoising step (4 of 40 layers, extrapolated)"
+    VCATTN_LIBRARY="$(dirname "$BIN")/libvcattn.so" PYTHONPATH=python timeout 400 \
+        python3 tests/gpu/wan_step.py --json "$OUT/wan_step.json" 2>&1 | tee -a "$LOG" | tail -25
+    [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 say "== device_check rc=$RC"
 exit $RC
