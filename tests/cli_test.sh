@@ -66,6 +66,9 @@ np.save(f"{d}/short.npy", q[:, :, :100])
 PY
     expect_rc 0 "eval --npy f32/f16" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/v.npy" --clusters 2
     grep -q '"shape": \[1, 2, 256, 64\]' "$tmp/out" && ok "npy shape reported" || bad "npy shape reported"
+    # no --grid: the cube order is not measured, and says so as JSON null
+    python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert all(x['block_energy_share_cube'] is None and x['block_energy_share_clustered'] >= 0 for x in r)" "$tmp/out" \
+        && ok "unmeasured cube share is null" || bad "unmeasured cube share is null"
     expect_rc 0 "eval --npy bfloat16 V with --grid" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/vb.npy" --grid 4,8,8 --cube 1,4,8 --clusters 2 --methods vsmooth-8bit
     expect_rc 1 "3-D npy rejected" "$cli" eval --quiet --npy "$tmp/bad3d.npy" "$tmp/k.npy" "$tmp/v.npy"
     expect_rc 1 "mismatched K/V rejected" "$cli" eval --quiet --npy "$tmp/q.npy" "$tmp/short.npy" "$tmp/v.npy"

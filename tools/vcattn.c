@@ -3,6 +3,7 @@
  *
  * Exit codes: 0 success, 1 a library call failed, 2 bad usage. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,6 +333,13 @@ static int load_inputs(eval_options *o, tensors *t) {
 
 static const char *k_order_names[3] = {"sequence", "cube", "clustered"};
 
+/* A JSON number, or null for what was not measured (< 0) or is not finite. */
+static const char *json_num(char *buf, size_t n, double x, int digits) {
+    if (!isfinite(x) || x < 0.0) return "null";
+    snprintf(buf, n, "%.*g", digits, x);
+    return buf;
+}
+
 static int cmd_eval(int argc, char **argv) {
     eval_options o;
     int rc = parse_eval(argc, argv, &o);
@@ -417,13 +425,15 @@ static int cmd_eval(int argc, char **argv) {
         for (int64_t i = 0; i < t.B * t.H * nsamp; ++i) tv_mean += tv[i];
         tv_mean /= (double)(t.B * t.H * nsamp);
         if (o.json) {
-            printf("{\"method\": \"%s\", \"rel_l2\": %.6g, \"cosine\": %.9f, \"psnr_db\": %.3f, "
+            char nb[6][32];
+            printf("{\"method\": \"%s\", \"rel_l2\": %.6g, \"cosine\": %.9f, \"psnr_db\": %s, "
                    "\"value_error_share\": %.4f, \"value_rel_l2\": %.6g, \"probability_rel_l2\": %.6g, "
-                   "\"mean_row_tv\": %.6g, \"block_energy_share_sequence\": %.4f, "
-                   "\"block_energy_share_cube\": %.4f, \"block_energy_share_clustered\": %.4f, "
+                   "\"mean_row_tv\": %.6g, \"block_energy_share_sequence\": %s, "
+                   "\"block_energy_share_cube\": %s, \"block_energy_share_clustered\": %s, "
                    "\"seconds\": %.2f, \"shape\": [%lld, %lld, %lld, %lld]}\n",
-                   vcattn_method_name(m), f.rel_l2, f.cosine, f.psnr_db, eb.value_share, eb.value_rel_l2,
-                   eb.probability_rel_l2, tv_mean, share[0], share[1], share[2], secs, (long long)t.B,
+                   vcattn_method_name(m), f.rel_l2, f.cosine, json_num(nb[0], 32, f.psnr_db, 6), eb.value_share,
+                   eb.value_rel_l2, eb.probability_rel_l2, tv_mean, json_num(nb[1], 32, share[0], 4),
+                   json_num(nb[2], 32, share[1], 4), json_num(nb[3], 32, share[2], 4), secs, (long long)t.B,
                    (long long)t.H, (long long)t.S, (long long)t.D);
         } else {
             printf("%-22s %9.5f %10.7f %9.2f %11.1f%% %10.5f %10.5f %8.2f%%\n", vcattn_method_name(m),
