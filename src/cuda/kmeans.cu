@@ -392,15 +392,6 @@ extern "C" vcattn_status vcattn_gpu_kmeans_workspace_size(const vcattn_gpu_kmean
     return VCATTN_STATUS_SUCCESS;
 }
 
-/* The product needs sm_80+ (mma.sync BF16); the build targets sm_90a only. */
-static vcattn_status km_device_check(void) {
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return VCATTN_STATUS_UNSUPPORTED_DEVICE;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-        return VCATTN_STATUS_CUDA_ERROR;
-    return major == 9 ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_UNSUPPORTED_DEVICE;
-}
-
 static vcattn_status km_cuda(cudaError_t e) {
     if (e == cudaSuccess) return VCATTN_STATUS_SUCCESS;
     return e == cudaErrorMemoryAllocation ? VCATTN_STATUS_OUT_OF_MEMORY : VCATTN_STATUS_CUDA_ERROR;
@@ -413,7 +404,7 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
     if (st) return st;
     if (!workspace) return VCATTN_STATUS_NULL_POINTER;
     if (workspace_bytes < L.total) return VCATTN_STATUS_INVALID_ARGUMENT;
-    if ((st = km_device_check())) return st;
+    if ((st = vcattn_gpu_device_check())) return st;
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     char *ws = (char *)workspace;
     float *cent = (float *)(ws + L.cent);
