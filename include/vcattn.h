@@ -388,7 +388,8 @@ vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *work
  * A/B checks): 1 = stage (a), cp.async + two warpgroups in lockstep;
  * 2 = warp-specialized TMA pipeline with ping-pong; 3 = the same with each
  * warpgroup folding block n-1 while its own S_n runs; 4 = v3 with the fold
- * kept under S, block means through a shared-memory ring (the default). */
+ * kept under S, block means through a shared-memory ring; 5 = v4 with the
+ * BF16-rounded ExpCast and the mean restore on the tensor core (the default). */
 vcattn_status vcattn_gpu_set_kernel_version(int version);
 
 /* Where the preprocessed operands live inside the workspace (byte offsets),
@@ -403,11 +404,14 @@ vcattn_status vcattn_gpu_set_kernel_version(int version);
  *            4,5,12,13,6,7,14,15}[p%16]
  *   v_scale  f32   (B*H, 128)
  *   v_mean   f32   (B*H, skv_pad/128, 128)  fp16_round(mu_b / v_scale) (V-Smooth only;
- *            FP16 values kept in FP32 words so the kernel needs no conversion) */
+ *            FP16 values kept in FP32 words so the kernel needs no conversion)
+ *   v_mean_tc f16  (B*H, skv_pad/128, 128, 8) the same means as the B operand of
+ *            kernel 5's tensor-core restore: channel c's 16 bytes hold
+ *            {mean, mean, 0, 0, 0, 0, 0, 0} (one row of a K-major core matrix) */
 typedef struct vcattn_gpu_layout {
     int64_t sq_pad, skv_pad;
     size_t q_codes, q_scale, q_km, k_codes, k_scale, k_mean, k_partial, v_codes, v_scale,
-        v_mean, v_block_mean, v_amax, total;
+        v_mean, v_block_mean, v_amax, v_mean_tc, total;
 } vcattn_gpu_layout;
 
 vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p, vcattn_gpu_layout *layout);

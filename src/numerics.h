@@ -267,6 +267,30 @@ VC_HD static inline uint8_t vc_expcast_code(float u) {
     return vc_expcast_code_from_bracket(fmaf(8.0f, u, (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA));
 }
 
+/* ExpCast as the kernel (version 5) evaluates it: the bracket is computed with
+ * 128 added, v = fma(a, s, fl(b + 128)).  On [128, 256) a BF16 number has a
+ * unit in the last place of exactly 1, so the FP32 -> BF16 conversion is the
+ * RNE and the low byte of the BF16 pattern is the code; v < 128 (bracket < 0)
+ * gives code 0 (one BF16x2 max with 128 in the kernel).  Two codes per
+ * conversion and per max: 2 instructions per pair instead of the second FFMA
+ * per score.  The bracket never exceeds 120 + beta, so v < 248.5. */
+#define VC_EXPCAST_BF16_OFFSET 128.0f
+VC_HD static inline uint8_t vc_expcast_code_biased(float v) {
+    const float h = vc_bf16_round(v);
+    if (!(h > VC_EXPCAST_BF16_OFFSET)) return 0; /* also NaN: the BF16 max returns 128 */
+    const float c = h - VC_EXPCAST_BF16_OFFSET;
+    return c > (float)VC_EXPCAST_MAX_CODE ? (uint8_t)VC_EXPCAST_MAX_CODE : (uint8_t)c; /* unreachable clamp */
+}
+
+/* V-Smooth mean restore on the tensor core (kernel version 5): the row sum r
+ * enters an FP16 product as hi + lo, each rounded to FP16 (r <= 128 * 256 fits),
+ * so hi + lo carries ~22 significant bits of r; the products with the FP16
+ * means are exact in FP32. */
+VC_HD static inline float vc_rowsum_f16_split(float r) {
+    const float hi = vc_fp16_round(r);
+    return hi + vc_fp16_round(r - hi);
+}
+
 /* The conventional path for comparison: P = 2^u scaled so the max is 256,
  * FP32 exp then RNE cast to E4M3. */
 VC_HD static inline uint8_t vc_exp_then_cast_code(float u) {

@@ -435,9 +435,12 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
             switch (cfg->p_format) {
             case VCATTN_P_FORMAT_EXPCAST: {
                 /* ONE fma per score: c = clip(RNE(8 * (t - m) + 120 + beta)) */
+                /* evaluated as the kernel does: bracket + 128, rounded by the
+                 * FP32 -> BF16 conversion (numerics.h, vc_expcast_code_biased) */
                 float b = (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA - 8.0f * (float)m_new;
+                const float b128 = b + VC_EXPCAST_BF16_OFFSET;
                 for (int64_t j = 0; j < nvalid; ++j) {
-                    uint8_t code = vc_expcast_code_from_bracket(fmaf(8.0f * (float)cc[j], (float)sd[j], b));
+                    uint8_t code = vc_expcast_code_biased(fmaf(8.0f * (float)cc[j], (float)sd[j], b128));
                     pq[j] = vc_e4m3_decode(code);
                     lsum += R(c, exp2(R(c, tt[j] - m_new))) * VC_EXPCAST_P_SCALE;
                 }
@@ -507,7 +510,10 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
                     for (int64_t d = 0; d < D; ++d) oe[d] += w * (double)er[d];
                 }
             }
-            for (int64_t d = 0; d < D; ++d) o[d] = R(c, R(c, alpha * o[d] + R(c, acc[d])) + r * mu[d]);
+            /* the kernel adds r*mu on the tensor core with r split into two
+             * FP16 halves (numerics.h, vc_rowsum_f16_split) */
+            const double rmu = c->fp32_pipeline ? (double)vc_rowsum_f16_split((float)r) : r;
+            for (int64_t d = 0; d < D; ++d) o[d] = R(c, R(c, alpha * o[d] + R(c, acc[d])) + rmu * mu[d]);
             if (want_tv) {
                 float *ps = t.pstore + i * keys;
                 for (int64_t j = 0; j < nvalid; ++j) ps[j0 + j] = (float)pq[j];

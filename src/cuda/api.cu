@@ -11,16 +11,19 @@ cudaError_t vc_prep_launch(const vc_prep_args &a, int BH, int bf16, cudaStream_t
 cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
 cudaError_t vc_attn_ws_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, int overlap, cudaStream_t s);
 cudaError_t vc_attn_v4_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
+cudaError_t vc_attn_v5_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
 
 /* 1: stage (a) kernel (attention.cu); 2: warp-specialized TMA kernel
  * (attention_ws.cu); 3: the same, P V issued before S so the fold overlaps S;
- * 4 (the default): version 3 with the fold kept under S, the next turn's waits
- * under the own P V, means and K scales from a shared-memory cp.async ring
- * (attention_v4.cu; docs/kernel-log.md, v4-v4c) */
-static int g_kernel_version = 4;
+ * 4: version 3 with the fold kept under S, the next turn's waits under the
+ * own P V, means and K scales from a shared-memory cp.async ring
+ * (attention_v4.cu; docs/kernel-log.md, v4-v4c); 5 (the default): version 4
+ * with the two-instruction-per-pair ExpCast and the mean restore on the
+ * tensor core (attention_v5.cu; docs/kernel-log.md, v5) */
+static int g_kernel_version = 5;
 
 extern "C" vcattn_status vcattn_gpu_set_kernel_version(int version) {
-    if (version < 1 || version > 4) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (version < 1 || version > 5) return VCATTN_STATUS_INVALID_ARGUMENT;
     g_kernel_version = version;
     return VCATTN_STATUS_SUCCESS;
 }
@@ -93,6 +96,7 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
     VC_CARVE(v_mean, BH * nkb * VC_GPU_DPAD * sizeof(float));
     VC_CARVE(v_block_mean, BH * nkb * VC_GPU_DPAD * sizeof(float));
     VC_CARVE(v_amax, BH * 2 * VC_GPU_DPAD * sizeof(float));
+    VC_CARVE(v_mean_tc, BH * nkb * VC_GPU_DPAD * 16);
 #undef VC_CARVE
     L->total = off;
     return VCATTN_STATUS_SUCCESS;
@@ -168,6 +172,7 @@ extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void 
     a.v_codes = w + L.v_codes;
     a.v_scale = (float *)(w + L.v_scale);
     a.v_mean = (float *)(w + L.v_mean);
+    a.v_mean_tc = (uint4 *)(w + L.v_mean_tc);
     a.v_block_mean = (float *)(w + L.v_block_mean);
     a.v_amax = (float *)(w + L.v_amax);
     cudaError_t e = vc_prep_launch(a, (int)(p->batch * p->heads), p->input_dtype == VCATTN_GPU_DTYPE_BF16,
@@ -191,6 +196,7 @@ extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p,
     a.v_codes = w + L.v_codes;
     a.v_scale = (const float *)(w + L.v_scale);
     a.v_mean = (const float *)(w + L.v_mean);
+    a.v_mean_tc = (const uint4 *)(w + L.v_mean_tc);
     a.o = p->o;
     memcpy(a.o_stride, p->o_stride, sizeof a.o_stride);
     a.lse = p->lse;
@@ -206,6 +212,7 @@ extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p,
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
     cudaError_t e = g_kernel_version == 1   ? vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream)
                     : g_kernel_version == 4 ? vc_attn_v4_launch(a, BH, mode, bf16, (cudaStream_t)stream)
+                    : g_kernel_version == 5 ? vc_attn_v5_launch(a, BH, mode, bf16, (cudaStream_t)stream)
                                             : vc_attn_ws_launch(a, BH, mode, bf16, g_kernel_version == 3, (cudaStream_t)stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
