@@ -282,13 +282,28 @@ VC_HD static inline uint8_t vc_expcast_code_biased(float v) {
     return c > (float)VC_EXPCAST_MAX_CODE ? (uint8_t)VC_EXPCAST_MAX_CODE : (uint8_t)c; /* unreachable clamp */
 }
 
+/* The kernel (version 5) does not convert the INT32 score with I2F: it reads
+ * the bit pattern s + 0x4B400000 as the float M + s, M = 1.5 * 2^23 (exact for
+ * |s| < 2^22; INT8 Q K^T with D <= 128 stays below 2^21), and the bias absorbs
+ * -8c M with one fma.  The bracket is then fma(8c, M + s, fma(-8c, M, b + 128)). */
+#define VC_EXPCAST_INT_MAGIC 12582912.0f
+#define VC_EXPCAST_INT_MAGIC_BITS 0x4B400000
+VC_HD static inline float vc_expcast_bias_magic(float c8, float b128) {
+    return fmaf(-c8, VC_EXPCAST_INT_MAGIC, b128);
+}
+VC_HD static inline float vc_expcast_biased_bracket(float c8, float s, float b128) {
+    return fmaf(c8, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias_magic(c8, b128));
+}
+
 /* V-Smooth mean restore on the tensor core (kernel version 5): the row sum r
  * enters an FP16 product as hi + lo, each rounded to FP16 (r <= 128 * 256 fits),
  * so hi + lo carries ~22 significant bits of r; the products with the FP16
  * means are exact in FP32. */
 VC_HD static inline float vc_rowsum_f16_split(float r) {
-    const float hi = vc_fp16_round(r);
-    return hi + vc_fp16_round(r - hi);
+    /* hi: r cut to 11 significant bits (one LOP3 in the kernel), lo = r - hi
+     * (exact); one FP16x2 conversion rounds both */
+    const float hi = vc_f32_from_bits(vc_f32_bits(r) & 0xFFFFE000u);
+    return vc_fp16_round(hi) + vc_fp16_round(r - hi);
 }
 
 /* The conventional path for comparison: P = 2^u scaled so the max is 256,

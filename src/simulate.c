@@ -440,7 +440,7 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
                 float b = (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA - 8.0f * (float)m_new;
                 const float b128 = b + VC_EXPCAST_BF16_OFFSET;
                 for (int64_t j = 0; j < nvalid; ++j) {
-                    uint8_t code = vc_expcast_code_biased(fmaf(8.0f * (float)cc[j], (float)sd[j], b128));
+                    uint8_t code = vc_expcast_code_biased(vc_expcast_biased_bracket(8.0f * (float)cc[j], (float)sd[j], b128));
                     pq[j] = vc_e4m3_decode(code);
                     lsum += R(c, exp2(R(c, tt[j] - m_new))) * VC_EXPCAST_P_SCALE;
                 }

@@ -106,6 +106,12 @@ __device__ __forceinline__ void v5_softmax(const int32_t (&S)[64], float c, int 
         lsum[hh] = 0.0f;
     }
     const float c8 = 8.0f * c; /* exact */
+    /* ExpCast reads the INT32 score s as the float M + s (M = 1.5 * 2^23: an
+     * integer add on the bit pattern, exact for |s| < 2^22, so no I2F on the
+     * ALU pipe) and the bias absorbs -8c M (numerics.h, vc_expcast_bias_magic) */
+    float bm[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) bm[hh] = vc_expcast_bias_magic(c8, bias[hh]);
     /* a[kk][2i + hh] = row g + 8hh, keys 32kk + 16i + {2t, 2t+1, 8+2t, 9+2t} */
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
@@ -125,7 +131,7 @@ __device__ __forceinline__ void v5_softmax(const int32_t (&S)[64], float c, int 
                     float y[4];
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        y[e] = fmaf(c8, (float)S[idx[e]], bias[hh]);
+                        y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bm[hh]);
                         if (TAIL && col[e] >= nvalid) y[e] = 0.0f; /* code 0 */
                     }
                     const uint32_t h01 = max_bf16x2(cvt_bf16x2(y[0], y[1]), V5_BF16X2_128);
@@ -247,14 +253,18 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
      * warpgroup.arrive and serializes every wgmma (C7520).  Hence the peeled
      * first turn (S_0 only) and last turn (P V of the last block only), and the
      * restore issued every turn (with A = 0 before the first block is folded). */
-    auto issue_s = [&](int st) {
-        const uint64_t desc_k = wgmma_desc_sw128(sK + st * V5_K_BYTES);
+    /* stage s of a ring = the stage-0 descriptor + s * stage bytes / 16 (the
+     * start address field; no carry out of its 14 bits below 256 KB) */
+    const uint64_t desc_k0 = wgmma_desc_sw128(sK), desc_v0 = wgmma_desc_sw128(sV),
+                   desc_mu0 = wgmma_desc_noswizzle(sV + V5_VT_BYTES, 0, 128);
+    auto issue_s = [&](unsigned st) {
+        const uint64_t desc_k = desc_k0 + st * (V5_K_BYTES >> 4);
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
             wgmma_m64n128k32_s32_s8_ss(S, wgmma_desc_advance(desc_q, 32 * ks), wgmma_desc_advance(desc_k, 32 * ks), ks);
     };
-    auto issue_pv = [&](int pst, uint32_t (&P)[4][4]) {
-        const uint64_t desc_v = wgmma_desc_sw128(sV + pst * V5_V_BYTES);
+    auto issue_pv = [&](unsigned pst, uint32_t (&P)[4][4]) {
+        const uint64_t desc_v = desc_v0 + pst * (V5_V_BYTES >> 4);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
             if (kVs)
@@ -268,17 +278,16 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
      * second core matrix along K (columns 8..15, zero in A) re-reads the first.
      * N = 136 as the P V (one accumulator shape): rows 128..135 of B are the
      * zero rows after the means, so the r columns stay untouched. */
-    auto issue_restore = [&](int mst) {
-        wgmma_m64n136k16_f32_f16_rs(acc, RA, wgmma_desc_noswizzle(sV + mst * V5_V_BYTES + V5_VT_BYTES, 0, 128), 1);
+    auto issue_restore = [&](unsigned mst) {
+        wgmma_m64n136k16_f32_f16_rs(acc, RA, desc_mu0 + mst * (V5_V_BYTES >> 4), 1);
     };
     /* RA = FP16 hi + lo of sc * rprev (numerics.h, vc_rowsum_f16_split) */
     auto make_ra = [&](const float (&sc)[2]) {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             const float x = sc[hh] * rprev[hh];
-            const __half hi = __float2half_rn(x);
-            const uint32_t pair = cvt_f16x2(__half2float(hi), x - __half2float(hi));
-            RA[hh] = t == 0 ? pair : 0u;
+            const float hi = __uint_as_float(__float_as_uint(x) & 0xFFFFE000u);
+            RA[hh] = t == 0 ? cvt_f16x2(hi, x - hi) : 0u;
         }
     };
     auto fence_s = [&]() {
@@ -296,7 +305,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
     /* fold block kb: O = al O + acc, l = al l + r (or + ls for sage2); r is kept
      * for the restore.  The V^T stage released is the one whose means the
      * restore just read (block kb-1), or block kb's own without V-Smooth. */
-    auto fold = [&](int kb, const float (&al)[2], const float (&ls)[2]) {
+    auto fold = [&](unsigned kb, const float (&al)[2], const float (&ls)[2]) {
         float r[2];
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
@@ -322,8 +331,8 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
         rprev[1] = r[1];
         __syncwarp();
         if (lane == 0) {
-            if (!kVs) mbarrier_arrive(&empty_v[kb % V5_STAGES]);
-            else if (kb >= 1) mbarrier_arrive(&empty_v[(kb - 1) % V5_STAGES]);
+            if (!kVs) mbarrier_arrive(&empty_v[kb & (V5_STAGES - 1)]);
+            else if (kb >= 1) mbarrier_arrive(&empty_v[(kb - 1) & (V5_STAGES - 1)]);
         }
     };
     auto begin_turn = [&]() {
@@ -335,16 +344,16 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
     /* right after this turn's issue, while its own P V waits behind the other
      * WG's MMAs: the next turn's K stage (block kb+1) and the V^T stage of
      * block kb (read by the next turn's P V) */
-    auto prepare_next = [&](int kb) {
-        if (kb + 1 < nkb) mbarrier_wait(&full_k[(kb + 1) % V5_STAGES], ((kb + 1) / V5_STAGES) & 1);
-        mbarrier_wait(&full_v[kb % V5_STAGES], (kb / V5_STAGES) & 1);
+    auto prepare_next = [&](unsigned kb) {
+        if (kb + 1 < (unsigned)nkb) mbarrier_wait(&full_k[(kb + 1) & (V5_STAGES - 1)], ((kb + 1) / V5_STAGES) & 1);
+        mbarrier_wait(&full_v[kb & (V5_STAGES - 1)], (kb / V5_STAGES) & 1);
     };
     /* wait for S_kb and run its softmax; the wgmma wait sits inside each branch
      * (its own basic block) so that ptxas keeps the fold above it (see v4) */
-    auto finish_s = [&](int kb) {
-        const int st = kb % V5_STAGES;
+    auto finish_s = [&](unsigned kb) {
+        const unsigned st = kb & (V5_STAGES - 1);
         const float c = cq * v5_lds_f32(sks + 16 * st); /* before the stage is released */
-        if (kb == nkb - 1 && tail_valid < VC_GPU_BLOCK_K) {
+        if (kb == (unsigned)nkb - 1 && tail_valid < VC_GPU_BLOCK_K) {
             wgmma_wait<0>();
             fence_s();
             __syncwarp();
@@ -373,11 +382,11 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
     /* steady state: P_{kb-1} V_{kb-1}, the restore of block kb-2, then S_kb;
      * fold block kb-1 under S_kb.  Group 1 (P V + restore) has completed
      * (wait 1) before the fold touches acc and O. */
-    for (int kb = 1; kb < nkb; ++kb) {
-        const int st = kb % V5_STAGES, pst = (kb - 1) % V5_STAGES;
+    for (unsigned kb = 1; kb < (unsigned)nkb; ++kb) {
+        const unsigned st = kb & (V5_STAGES - 1), pst = (kb - 1) & (V5_STAGES - 1);
         /* block kb-2's means (RA = 0 at kb = 1); branch-free: a branch between
          * two wgmma makes ptxas inject a warpgroup.arrive (C7519) */
-        const int mst = max(kb - 2, 0) % V5_STAGES;
+        const unsigned mst = (max(kb, 2u) - 2) & (V5_STAGES - 1);
         begin_turn();
         issue_pv(pst, PA);
         if (kVs) issue_restore(mst);
@@ -396,7 +405,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
     /* ---- last turn: P V of the last block (+ the restore of the one before),
      * then the restore of the last block on its own ---- */
     {
-        const int pst = (nkb - 1) % V5_STAGES, mst = max(nkb - 2, 0) % V5_STAGES;
+        const unsigned pst = (unsigned)(nkb - 1) & (V5_STAGES - 1), mst = (unsigned)max(nkb - 2, 0) & (V5_STAGES - 1);
         begin_turn();
         issue_pv(pst, PA);
         if (kVs) issue_restore(mst);
