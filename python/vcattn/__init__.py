@@ -19,6 +19,8 @@ from .core import (DEFAULT_METHOD, attention, expcast_facts, fidelity, merge_att
                    reference_attention)
 from .integration import VcattnAttnProcessor, attention_with_lse, flash_attn_forward, install_wan_processors, patch_sdpa
 from .plan import Plan, PlanCache, Schedule, block_energy_share, cube_permutation, kmeans_plan
+from . import parallel
+from .parallel import RingAttention, UlyssesAttention
 
 __version__ = "0.1.0"
 
@@ -40,4 +42,5 @@ def library_info() -> dict:
 __all__ = ["VcattnError", "attention", "reference_attention", "fidelity", "merge_attention", "expcast_facts",
            "methods", "method_config", "DEFAULT_METHOD", "Plan", "PlanCache", "Schedule", "kmeans_plan",
            "cube_permutation", "block_energy_share", "library_info", "library_version", "patch_sdpa",
-           "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors"]
+           "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors",
+           "parallel", "UlyssesAttention", "RingAttention"]
