@@ -406,8 +406,8 @@ vcattn_status vcattn_gpu_set_kernel_version(int version);
  *   v_mean   f32   (B*H, skv_pad/128, 128)  fp16_round(mu_b / v_scale) (V-Smooth only;
  *            FP16 values kept in FP32 words so the kernel needs no conversion)
  *   v_mean_tc f16  (B*H, skv_pad/128, 128, 8) the same means as the B operand of
- *            kernel 5's tensor-core restore: channel c's 16 bytes hold
- *            {mean, mean, 0, 0, 0, 0, 0, 0} (one row of a K-major core matrix) */
+ *            kernel 5's tensor-core restore: channel c's 16 bytes hold its
+ *            mean 8 times (one row of a K-major core matrix) */
 typedef struct vcattn_gpu_layout {
     int64_t sq_pad, skv_pad;
     size_t q_codes, q_scale, q_km, k_codes, k_scale, k_mean, k_partial, v_codes, v_scale,

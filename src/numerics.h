@@ -284,15 +284,20 @@ VC_HD static inline uint8_t vc_expcast_code_biased(float v) {
 
 /* The kernel (version 5) does not convert the INT32 score with I2F: it reads
  * the bit pattern s + 0x4B400000 as the float M + s, M = 1.5 * 2^23 (exact for
- * |s| < 2^22; INT8 Q K^T with D <= 128 stays below 2^21), and the bias absorbs
- * -8c M with one fma.  The bracket is then fma(8c, M + s, fma(-8c, M, b + 128)). */
+ * |s| < 2^22; INT8 Q K^T with D <= 128 stays below 2^21).  With a = 8c and the
+ * running max m (log2 units) the biased bracket is
+ *     v = fma(a, M + s, fma(-8, m, fma(-a, M, 120 + beta + 128)))
+ * the innermost fma is known before the block's max (a depends on the scales
+ * only), so one fma after the max gives the bias. */
 #define VC_EXPCAST_INT_MAGIC 12582912.0f
 #define VC_EXPCAST_INT_MAGIC_BITS 0x4B400000
-VC_HD static inline float vc_expcast_bias_magic(float c8, float b128) {
-    return fmaf(-c8, VC_EXPCAST_INT_MAGIC, b128);
+#define VC_EXPCAST_BIASED_CONST 247.65f /* 120 + beta + 128 */
+VC_HD static inline float vc_expcast_bias_pre(float a) {
+    return fmaf(-a, VC_EXPCAST_INT_MAGIC, VC_EXPCAST_BIASED_CONST);
 }
-VC_HD static inline float vc_expcast_biased_bracket(float c8, float s, float b128) {
-    return fmaf(c8, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias_magic(c8, b128));
+VC_HD static inline float vc_expcast_bias(float pre, float m) { return fmaf(-8.0f, m, pre); }
+VC_HD static inline float vc_expcast_biased_bracket(float a, float s, float m) {
+    return fmaf(a, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias(vc_expcast_bias_pre(a), m));
 }
 
 /* V-Smooth mean restore on the tensor core (kernel version 5): the row sum r

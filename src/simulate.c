@@ -379,10 +379,20 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
     quantize_qk_rows(cfg, qraw, VC_TILE_Q, D, group_of, groups, t.qc, qscale);
 
     double m[VC_TILE_Q], l[VC_TILE_Q], cq[VC_TILE_Q];
+    /* The quantized pipeline follows kernel 5 (src/cuda/attention_v5.cu): the
+     * row sum of the quantized P comes in 4 partials r_t (the 32 keys of
+     * quad thread t, two 16-key tensor-core sums), l is kept as 4 partials
+     * summed (l0 + l1) + (l2 + l3) at the end, and block kb's mean term
+     * (sum_t split(alpha_{kb+1} r_t)) mu_kb rides in block kb+1's P V
+     * accumulator; the last block's goes into O after the last fold. */
+    const int quad = c->fp32_pipeline && cfg->rowsum_from_quantized_p;
+    double l4[VC_TILE_Q][4], rprev[VC_TILE_Q][4];
+    const double *mu_prev = NULL;
     for (int64_t i = 0; i < rows; ++i) {
         m[i] = -INFINITY;
         l[i] = 0.0;
         cq[i] = R(c, (double)c->sml2e * qscale[i]);
+        for (int q = 0; q < 4; ++q) l4[i][q] = rprev[i][q] = 0.0;
     }
     memset(t.o, 0, sizeof(double) * (size_t)(128 * D));
     memset(t.oe, 0, sizeof(double) * (size_t)(128 * D));
@@ -437,10 +447,8 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
                 /* ONE fma per score: c = clip(RNE(8 * (t - m) + 120 + beta)) */
                 /* evaluated as the kernel does: bracket + 128, rounded by the
                  * FP32 -> BF16 conversion (numerics.h, vc_expcast_code_biased) */
-                float b = (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA - 8.0f * (float)m_new;
-                const float b128 = b + VC_EXPCAST_BF16_OFFSET;
                 for (int64_t j = 0; j < nvalid; ++j) {
-                    uint8_t code = vc_expcast_code_biased(vc_expcast_biased_bracket(8.0f * (float)cc[j], (float)sd[j], b128));
+                    uint8_t code = vc_expcast_code_biased(vc_expcast_biased_bracket(8.0f * (float)cc[j], (float)sd[j], (float)m_new));
                     pq[j] = vc_e4m3_decode(code);
                     lsum += R(c, exp2(R(c, tt[j] - m_new))) * VC_EXPCAST_P_SCALE;
                 }
@@ -480,7 +488,18 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
             }
             for (int64_t j = 0; j < nvalid; ++j) r += pq[j];
             r = R(c, r);
-            l[i] = R(c, alpha * l[i] + (cfg->rowsum_from_quantized_p ? r : R(c, lsum)));
+            double rt[4] = {0.0, 0.0, 0.0, 0.0};
+            if (quad) {
+                for (int q = 0; q < 4; ++q) {
+                    double h[2] = {0.0, 0.0};
+                    for (int half = 0; half < 2; ++half)
+                        for (int64_t j = 32 * q + 16 * half; j < 32 * q + 16 * half + 16 && j < nvalid; ++j) h[half] += pq[j];
+                    rt[q] = R(c, R(c, h[0]) + R(c, h[1]));
+                    l4[i][q] = R(c, alpha * l4[i][q] + rt[q]);
+                }
+            } else {
+                l[i] = R(c, alpha * l[i] + (cfg->rowsum_from_quantized_p ? r : R(c, lsum)));
+            }
 
             /* P V for this block into a fresh accumulator, then one fold:
              * O = alpha*O + acc + r*mu   (mu = 0 without V-Smooth) */
@@ -510,10 +529,20 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
                     for (int64_t d = 0; d < D; ++d) oe[d] += w * (double)er[d];
                 }
             }
-            /* the kernel adds r*mu on the tensor core with r split into two
-             * FP16 halves (numerics.h, vc_rowsum_f16_split) */
-            const double rmu = c->fp32_pipeline ? (double)vc_rowsum_f16_split((float)r) : r;
-            for (int64_t d = 0; d < D; ++d) o[d] = R(c, R(c, alpha * o[d] + R(c, acc[d])) + rmu * mu[d]);
+            if (quad) {
+                /* the previous block's mean term, scaled by this block's
+                 * alpha, in this block's accumulator (FP16-split partials:
+                 * numerics.h, vc_rowsum_f16_split) */
+                if (mu_prev) {
+                    double sr = 0.0;
+                    for (int q = 0; q < 4; ++q) sr += vc_rowsum_f16_split((float)((float)alpha * (float)rprev[i][q]));
+                    for (int64_t d = 0; d < D; ++d) acc[d] = R(c, acc[d] + sr * mu_prev[d]);
+                }
+                for (int64_t d = 0; d < D; ++d) o[d] = R(c, alpha * o[d] + acc[d]);
+                for (int q = 0; q < 4; ++q) rprev[i][q] = rt[q];
+            } else {
+                for (int64_t d = 0; d < D; ++d) o[d] = R(c, R(c, alpha * o[d] + R(c, acc[d])) + r * mu[d]);
+            }
             if (want_tv) {
                 float *ps = t.pstore + i * keys;
                 for (int64_t j = 0; j < nvalid; ++j) ps[j0 + j] = (float)pq[j];
@@ -521,7 +550,18 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
             }
             m[i] = m_new;
         }
+        mu_prev = mu;
     }
+    if (quad)
+        for (int64_t i = 0; i < rows; ++i) {
+            /* the last block's mean term on the CUDA cores; l's partials */
+            const float s01 = vc_rowsum_f16_split((float)rprev[i][0]) + vc_rowsum_f16_split((float)rprev[i][1]);
+            const float s23 = vc_rowsum_f16_split((float)rprev[i][2]) + vc_rowsum_f16_split((float)rprev[i][3]);
+            const double sr = (double)(s01 + s23);
+            for (int64_t d = 0; d < D; ++d) t.o[i * D + d] = R(c, t.o[i * D + d] + sr * mu_prev[d]);
+            l[i] = (double)((float)l4[i][0] + (float)l4[i][1]) + (double)((float)l4[i][2] + (float)l4[i][3]);
+            l[i] = R(c, l[i]);
+        }
 
     /* ---- epilogue: normalize, channel scale, LSE ---- */
     for (int64_t i = 0; i < rows; ++i) {

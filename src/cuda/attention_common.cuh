@@ -12,10 +12,11 @@
 /* Epilogue of one consumer thread: rows row0 and row0 + 8 of the tile (the
  * wgmma accumulator rows it owns), columns 8j + 2t.  O / l times the V
  * channel scale, stored as OutT; LSE (natural log, corrected for K smoothing). */
-template <int MODE, typename OutT>
+template <int MODE, typename OutT, bool QUAD_L = MODE == VC_MODE_SAGE2>
 __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float (&O)[64], float (&l)[2],
                                               const float (&m)[2], int bh, int row0, int t) {
-    if (MODE == VC_MODE_SAGE2) {
+    /* QUAD_L: each thread of the quad holds a partial l of its columns */
+    if (QUAD_L) {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             l[hh] += __shfl_xor_sync(0xffffffffu, l[hh], 1);

@@ -73,6 +73,12 @@ template <int MODE, bool TAIL>
 __device__ __forceinline__ void v5_softmax(const int32_t (&S)[64], float c, int nvalid, int t, float (&m)[2],
                                            float (&alpha)[2], float (&lsum)[2], uint32_t (&P)[4][4]) {
     float bias[2];
+    const float c8 = 8.0f * c; /* exact */
+    /* ExpCast reads the INT32 score s as the float M + s (M = 1.5 * 2^23: an
+     * integer add on the bit pattern, exact for |s| < 2^22, so no I2F on the
+     * ALU pipe); the bias absorbs -8c M before the max is known
+     * (numerics.h, vc_expcast_biased_bracket) */
+    const float bpre = vc_expcast_bias_pre(c8);
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         /* a tree of 3-input maxima of depth 4 (as v4) */
@@ -96,22 +102,13 @@ __device__ __forceinline__ void v5_softmax(const int32_t (&S)[64], float c, int 
         const float m_new = MODE == VC_MODE_EXPCAST ? fmaxf(m[hh], tm) : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
         alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
         if (MODE == VC_MODE_EXPCAST) {
-            /* the simulation's order: b = (120 + beta) - 8 m, then b + 128 */
-            const float b = ((float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA) - 8.0f * m_new;
-            bias[hh] = __fadd_rn(b, VC_EXPCAST_BF16_OFFSET);
+            bias[hh] = vc_expcast_bias(bpre, m_new); /* one fma after the max */
         } else {
             bias[hh] = -m_new;
         }
         m[hh] = m_new;
         lsum[hh] = 0.0f;
     }
-    const float c8 = 8.0f * c; /* exact */
-    /* ExpCast reads the INT32 score s as the float M + s (M = 1.5 * 2^23: an
-     * integer add on the bit pattern, exact for |s| < 2^22, so no I2F on the
-     * ALU pipe) and the bias absorbs -8c M (numerics.h, vc_expcast_bias_magic) */
-    float bm[2];
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) bm[hh] = vc_expcast_bias_magic(c8, bias[hh]);
     /* a[kk][2i + hh] = row g + 8hh, keys 32kk + 16i + {2t, 2t+1, 8+2t, 9+2t} */
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
@@ -131,7 +128,7 @@ __device__ __forceinline__ void v5_softmax(const int32_t (&S)[64], float c, int 
                     float y[4];
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bm[hh]);
+                        y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
                         if (TAIL && col[e] >= nvalid) y[e] = 0.0f; /* code 0 */
                     }
                     const uint32_t h01 = max_bf16x2(cvt_bf16x2(y[0], y[1]), V5_BF16X2_128);
@@ -233,10 +230,13 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
     float O[64], acc[68];
     int32_t S[64];
     uint32_t PA[4][4];
-    /* A operand of the restore: alpha r of the block folded last, as FP16 hi
-     * (column 0) and lo (column 1) in thread t = 0 of each quad; zero elsewhere */
+    /* A operand of the restore: thread t's partial alpha r_t of the block
+     * folded last (its 32 keys: accumulator columns 128 + 2t, 129 + 2t), as
+     * FP16 hi (column 2t) and lo (column 2t + 1); B holds the means in columns
+     * 0..7, so the product sums the quad's partials: (alpha r) mu^T.  l is kept
+     * as the same per-thread partials and summed over the quad at the end. */
     uint32_t RA[4] = {0u, 0u, 0u, 0u};
-    float rprev[2] = {0.0f, 0.0f}; /* r of the block folded last */
+    float rprev[2] = {0.0f, 0.0f}; /* this thread's r_t of the block folded last */
 #pragma unroll
     for (int i = 0; i < 64; ++i) { O[i] = 0.0f; S[i] = 0; }
 #pragma unroll
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
         for (int hh = 0; hh < 2; ++hh) {
             const float x = sc[hh] * rprev[hh];
             const float hi = __uint_as_float(__float_as_uint(x) & 0xFFFFE000u);
-            RA[hh] = t == 0 ? cvt_f16x2(hi, x - hi) : 0u;
+            RA[hh] = cvt_f16x2(hi, x - hi);
         }
     };
     auto fence_s = [&]() {
@@ -302,18 +302,15 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 64; ++i) wgmma_fence_operand(O[i]);
     };
-    /* fold block kb: O = al O + acc, l = al l + r (or + ls for sage2); r is kept
-     * for the restore.  The V^T stage released is the one whose means the
+    /* fold block kb: O = al O + acc, l = al l + r_t (or + ls for sage2, both
+     * per-thread partials); r_t is kept for the restore.  The V^T stage released is the one whose means the
      * restore just read (block kb-1), or block kb's own without V-Smooth. */
     auto fold = [&](unsigned kb, const float (&al)[2], const float (&ls)[2]) {
         float r[2];
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             if (kVs) {
-                float x = acc[64 + 2 * hh] + acc[65 + 2 * hh];
-                x += __shfl_xor_sync(0xffffffffu, x, 1);
-                x += __shfl_xor_sync(0xffffffffu, x, 2);
-                r[hh] = x;
+                r[hh] = acc[64 + 2 * hh] + acc[65 + 2 * hh]; /* this thread's 32 keys */
             } else {
                 r[hh] = 0.0f;
             }
@@ -335,11 +332,17 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
             else if (kb >= 1) mbarrier_arrive(&empty_v[(kb - 1) & (V5_STAGES - 1)]);
         }
     };
+    /* barrier ids as immediates (a warp-uniform branch): held in a register,
+     * the id was spilled and its reload sat right before the barrier (v5b) */
     auto begin_turn = [&]() {
-        named_barrier_sync(V5_BAR_WG0 + cw, 256);
+        if (cw == 0) named_barrier_sync(V5_BAR_WG0, 256);
+        else named_barrier_sync(V5_BAR_WG0 + 1, 256);
         wgmma_fence();
     };
-    auto end_issue = [&]() { named_barrier_arrive(V5_BAR_WG0 + (cw ^ 1), 256); };
+    auto end_issue = [&]() {
+        if (cw == 0) named_barrier_arrive(V5_BAR_WG0 + 1, 256);
+        else named_barrier_arrive(V5_BAR_WG0, 256);
+    };
 
     /* right after this turn's issue, while its own P V waits behind the other
      * WG's MMAs: the next turn's K stage (block kb+1) and the V^T stage of
@@ -421,7 +424,10 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
             const uint32_t smu = smem_u32(sV + pst * V5_V_BYTES + V5_VT_BYTES) + 32 * t;
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
-                const float rs = vc_rowsum_f16_split(rprev[hh]);
+                /* the quad's FP16-split partials, summed (s0 + s1) + (s2 + s3) */
+                float rs = vc_rowsum_f16_split(rprev[hh]);
+                rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+                rs += __shfl_xor_sync(0xffffffffu, rs, 2);
 #pragma unroll
                 for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -434,7 +440,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
         }
     }
 
-    vc_store_rows<MODE, OutT>(a, O, l, m, bh, qtile * VC_GPU_TILE_Q + cw * 64 + warp * 16 + g, t);
+    vc_store_rows<MODE, OutT, true>(a, O, l, m, bh, qtile * VC_GPU_TILE_Q + cw * 64 + warp * 16 + g, t);
 }
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */

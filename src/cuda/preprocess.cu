@@ -258,7 +258,7 @@ __global__ void __launch_bounds__(128) vc_v_quantize(const __grid_constant__ vc_
             if (__hisinf(hq)) hq = __float2half_rn(q > 0.0f ? VC_FP16_MAX : -VC_FP16_MAX);
             a.v_mean[((int64_t)bh * a.nkb + kb) * VC_GPU_DPAD + c] = __half2float(hq);
             const uint32_t h2 = (uint32_t)__half_as_ushort(hq) * 0x00010001u; /* {mu, mu} */
-            a.v_mean_tc[((int64_t)bh * a.nkb + kb) * VC_GPU_DPAD + c] = make_uint4(h2, 0u, 0u, 0u);
+            a.v_mean_tc[((int64_t)bh * a.nkb + kb) * VC_GPU_DPAD + c] = make_uint4(h2, h2, h2, h2);
         }
     }
     __syncthreads();
