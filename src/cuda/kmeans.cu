@@ -1,21 +1,25 @@
 /* kmeans.cu - V-Smooth grouping on the GPU: k-means over the value tokens of
  * every (batch, head) at once, and the permutation by a stable counting sort.
  *
- * One iteration = two launches:
- *   km_assign   per CTA 1024 tokens: distances to the centroids as a
- *               tensor-core product (mma.sync m16n8k16 BF16, FP32 accumulate),
- *               |c|^2 - 2 v.c, argmin (ties -> lowest index); then per-CTA
- *               partial sums and counts per cluster, accumulated in token
- *               order by one thread per channel (no float atomics, so the
- *               result is deterministic);
- *   km_update   new centroid = sum of the partials (in CTA order) / count;
- *               an empty cluster keeps its centroid.
- * After the last update: one more km_assign (labels and counts only), then
- * km_offsets (exclusive scan over (cluster, CTA)) and km_scatter (each
- * cluster's tokens in sequence order): perm = stable argsort of the labels.
+ * Two paths, the same algorithm (Lloyd iterations from the same initial centroids,
+ * distances |c|^2 - 2 v.c from BF16 operands in FP32, argmin with ties to the lowest
+ * index, new centroid = mean of its tokens in double, an empty cluster keeps its
+ * centroid, final labels against the returned centroids, perm = stable argsort):
+ *
+ * K <= 64 (the default k = 64): the fused path below ("fused path"), one persistent
+ *   launch for all iterations, the final labelling and the scatter (after a small
+ *   init launch).
+ * K > 64: the earlier path, one iteration = two launches:
+ *   km_assign   per CTA 1024 tokens: distances as a tensor-core product (mma.sync
+ *               m16n8k16 BF16, FP32 accumulate), argmin; then per-CTA partial
+ *               sums (onehot^T V, a second mma product) and counts;
+ *   km_update   new centroid = sum of the partials (in CTA order) / count.
+ *   After the last update: one more km_assign (labels and counts only), then
+ *   km_offsets (exclusive scan over (cluster, CTA)) and km_scatter.
  *
  * V is read as BF16/FP16 (FP16 is rounded to BF16 for the product); the
- * centroids are kept in FP32 and rounded to BF16 for the product only.
+ * centroids are kept in FP32 and rounded to BF16 for the product only.  No float
+ * atomics anywhere: the result is bitwise reproducible for a given input.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -350,11 +354,475 @@ __global__ void km_scatter(const int32_t *labels, const int *offsets, int32_t *p
     }
 }
 
+/* ==== fused path (K <= 64): one persistent launch for every iteration ==================
+ *
+ * Work items, handed out in order by an atomic counter:
+ *   (it, bh, tile) for it = 0 .. iters-1   assign + one-hot partial sums of the tile
+ *   (iters, bh, tile)                       final labels + per-tile counts
+ *   (iters + 1, bh, tile)                   scatter: the tile's tokens to perm
+ * A tile is a fixed range of 128-token sub-tiles (about KM2_SUBS_PER_ITEM), so the
+ * partial sum of (bh, tile) is computed the same way whichever CTA takes it.  The CTA
+ * that completes the last tile of (it, bh) (ticket on done[bh]) reduces the P partials
+ * in tile order (double) into the new centroids (FP32, BF16 copy, norms of the BF16
+ * values) - or, after the final labelling, the counting-sort offsets - and publishes
+ * ready[bh] = it + 1 (release).  A CTA taking an item of (it, bh) waits for
+ * ready[bh] >= it (acquire); the items it waits for were handed out before its own, so
+ * the lowest unfinished item never waits: no deadlock, whatever the residency.
+ *
+ * Per sub-tile: V (128 x D BF16) double-buffered with cp.async; distances
+ * |c|^2 - 2 v.c by mma.sync (warp w: tokens 16w..16w+15 x 64 centroids); argmin, ties
+ * to the lowest index; partial sums onehot(labels)^T V as a second mma product whose
+ * accumulators stay in registers for the whole tile (warp w: clusters 32(w/4).. x
+ * channels (w%4) D/4..).  The one-hot matrix (64 x 128 BF16) lives in shared memory
+ * and is shared by the warps: the thread that labels token r clears r's old entry and
+ * sets the new one (no other thread touches column r).  K = 64 is compiled without the
+ * K guards (FULL).  No float atomics: the result is bitwise reproducible. */
+
+#define KM2_THREADS 256
+#define KM2_SUB 128
+#define KM2_SUBS_PER_ITEM 16
+#define KM2_K 64
+#define KM2_RED 2   /* float4 columns per thread per pass of the reduction */
+#define KM2_BAD_LABEL 127u  /* label of a token past S (never a cluster: K <= 64) */
+
+struct km2_args {
+    const void *v;
+    int64_t vs0, vs1, vs2;
+    int H, S, K, BH, P, nsub, iters, is_bf16, vec16;
+    long long total;        /* (iters + 2) * BH * P items */
+    float *cent;            /* (BH, K, D) FP32 */
+    __nv_bfloat16 *centb;   /* (BH, K, D) BF16 copy used by the product */
+    float *cnorm;           /* (BH, K) |bf16(c)|^2 */
+    float *part_sum;        /* (BH, P, K, D) */
+    int *part_cnt;          /* (BH, P, K) */
+    int *offsets;           /* (BH, P, K) */
+    int32_t *labels;        /* (BH, S) */
+    int32_t *perm;          /* (BH, S) */
+    unsigned long long *next; /* work counter */
+    int *done, *ready;      /* (BH) each */
+};
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *smem_row) {
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+__device__ __forceinline__ int km_ld_acquire(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void km_st_release(int *p, int v) {
+    asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+/* 16-byte copies of sub-tile rows [s0, s0 + 128) into vs (zero rows past S).  Thread t
+ * copies chunk (t % CH) of rows t / CH + m * RP: the same chunks as the FP16 fix-up. */
+template <int D>
+__device__ __forceinline__ void km2_issue(const km2_args &a, const char *vbase, int s0, __nv_bfloat16 *vs) {
+    constexpr int LD = D + KM_PAD, CH = D / 8, RP = KM2_THREADS / CH;
+    const int r0 = threadIdx.x / CH, c8 = (threadIdx.x % CH) * 8;
+    const char *g = vbase + ((int64_t)(s0 + r0) * a.vs2 + c8) * 2;
+    const int64_t gstep = (int64_t)RP * a.vs2 * 2;
+    __nv_bfloat16 *sp = vs + r0 * LD + c8;
+    if (s0 + KM2_SUB <= a.S) {
+#pragma unroll
+        for (int m = 0; m < KM2_SUB / RP; ++m) cp_async_16(sp + m * RP * LD, g + m * gstep);
+    } else {
+#pragma unroll
+        for (int m = 0; m < KM2_SUB / RP; ++m) {
+            if (s0 + r0 + m * RP < a.S)
+                cp_async_16(sp + m * RP * LD, g + m * gstep);
+            else
+                *reinterpret_cast<uint4 *>(sp + m * RP * LD) = make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
+template <int D, bool FULL>
+__device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned char *sm, int it, int bh, int tile) {
+    constexpr int LD = D + KM_PAD, NCH = D / 4; /* channels per warp in the sums */
+    constexpr int LDO = KM2_SUB + KM_PAD;       /* one-hot row stride */
+    __nv_bfloat16 *cs = reinterpret_cast<__nv_bfloat16 *>(sm);       /* [64][LD] */
+    __nv_bfloat16 *vbuf = cs + KM2_K * LD;                             /* [2][128][LD] */
+    float *cn = reinterpret_cast<float *>(vbuf + 2 * KM2_SUB * LD);    /* [64] */
+    int *cnt_s = reinterpret_cast<int *>(cn + KM2_K);                  /* [64] */
+    int *tot = cnt_s + KM2_K;                                          /* [64] */
+    int *flag = tot + KM2_K;                                           /* [4] */
+    uint16_t *lab16 = reinterpret_cast<uint16_t *>(flag + 4);          /* [128] */
+    __nv_bfloat16 *oh = reinterpret_cast<__nv_bfloat16 *>(lab16 + KM2_SUB); /* [64][LDO] one-hot */
+
+    const int K = FULL ? KM2_K : a.K, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int qr = lane >> 2, qc = (lane & 3) * 2;
+    const bool accumulate = it < a.iters;
+    const int b = bh / a.H, h = bh % a.H;
+    const char *vbase = reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1) * 2;
+    const int sb = (int)((int64_t)tile * a.nsub / a.P), se = (int)((int64_t)(tile + 1) * a.nsub / a.P);
+    const int n = se - sb;
+
+    /* centroids (BF16) and their norms; the first V sub-tile in the same group */
+    {
+        const __nv_bfloat16 *cg = a.centb + (int64_t)bh * K * D;
+        for (int i = tid; i < K * (D / 8); i += KM2_THREADS) {
+            int r = i / (D / 8), c8 = (i % (D / 8)) * 8;
+            cp_async_16(&cs[r * LD + c8], cg + r * D + c8);
+        }
+        if (tid < KM2_K) {
+            cn[tid] = tid < K ? __ldcg(a.cnorm + (int64_t)bh * K + tid) : INFINITY;
+            cnt_s[tid] = 0;
+        }
+        if (tid < KM2_SUB) lab16[tid] = (uint16_t)KM2_BAD_LABEL;
+        if (accumulate)
+            for (int i = tid; i < KM2_K * LDO / 8; i += KM2_THREADS)
+                reinterpret_cast<uint4 *>(oh)[i] = make_uint4(0, 0, 0, 0);
+        if (a.vec16) km2_issue<D>(a, vbase, sb * KM2_SUB, vbuf);
+        cp_async_commit();
+    }
+
+    float accs[2][4][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) accs[m][j][e] = 0.0f;
+    const int chh = warp >> 2, g = warp & 3; /* sums: cluster half, channel group */
+
+    for (int j = 0; j < n; ++j) {
+        const int s0 = (sb + j) * KM2_SUB;
+        __nv_bfloat16 *vs = vbuf + (j & 1) * KM2_SUB * LD;
+        if (!a.vec16) {
+            for (int i = tid; i < KM2_SUB * D / 2; i += KM2_THREADS) {
+                int r = (2 * i) / D, d = (2 * i) % D, s = s0 + r;
+                __nv_bfloat162 pair;
+                if (s < a.S) {
+                    const void *row = vbase + (int64_t)s * a.vs2 * 2;
+                    pair = __floats2bfloat162_rn(km_load_value(row, d, a.is_bf16), km_load_value(row, d + 1, a.is_bf16));
+                } else {
+                    pair = __floats2bfloat162_rn(0.0f, 0.0f);
+                }
+                *reinterpret_cast<__nv_bfloat162 *>(&vs[r * LD + d]) = pair;
+            }
+        }
+        cp_async_wait<0>();
+        if (a.vec16 && !a.is_bf16) /* FP16 -> BF16 in place, each thread its own chunks */
+            for (int i = tid; i < KM2_SUB * (D / 8); i += KM2_THREADS) {
+                int r = i / (D / 8), c8 = (i % (D / 8)) * 8;
+                uint16_t *e = reinterpret_cast<uint16_t *>(&vs[r * LD + c8]);
+#pragma unroll
+                for (int q = 0; q < 8; ++q)
+                    e[q] = __bfloat16_as_ushort(__float2bfloat16_rn(__half2float(__ushort_as_half(e[q]))));
+            }
+        __syncthreads(); /* sub-tile j visible; every warp is past sub-tile j-1 */
+        if (a.vec16 && j + 1 < n) km2_issue<D>(a, vbase, s0 + KM2_SUB, vbuf + ((j + 1) & 1) * KM2_SUB * LD);
+        cp_async_commit();
+
+        /* distances: tokens 16w.. x all centroids */
+        {
+            float acc[8][4];
+#pragma unroll
+            for (int t = 0; t < 8; ++t)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
+            const __nv_bfloat16 *arow = vs + (warp * 16 + (lane & 15)) * LD + (lane >> 4) * 8;
+            const __nv_bfloat16 *brow = cs + ((lane & 7) + ((lane >> 4) << 3)) * LD + ((lane >> 3) & 1) * 8;
+#pragma unroll
+            for (int k0 = 0; k0 < D; k0 += 16) {
+                uint32_t af[4];
+                ldmatrix_x4(af, arow + k0);
+#pragma unroll
+                for (int p = 0; p < 4; ++p) {
+                    if (p * 16 < K) {
+                        uint32_t bf[4];
+                        ldmatrix_x4(bf, brow + p * 16 * LD + k0);
+                        const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+                        mma_bf16_16816(acc[2 * p], af, b0);
+                        mma_bf16_16816(acc[2 * p + 1], af, b1);
+                    }
+                }
+            }
+            /* |c|^2 - 2 v.c with one rounding (2 v.c is exact): the same value as c - 2.0f * acc */
+            float2 c2[8];
+#pragma unroll
+            for (int t = 0; t < 8; ++t)
+                if (t * 8 < K) c2[t] = *reinterpret_cast<const float2 *>(&cn[t * 8 + qc]);
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                float best = INFINITY;
+                int arg = 0;
+#pragma unroll
+                for (int t = 0; t < 8; ++t) {
+                    if (t * 8 < K) {
+                        const float d0 = __fmaf_rn(-2.0f, acc[t][hf * 2], c2[t].x);
+                        const float d1 = __fmaf_rn(-2.0f, acc[t][hf * 2 + 1], c2[t].y);
+                        if (d0 < best) { best = d0; arg = t * 8 + qc; }
+                        if (d1 < best) { best = d1; arg = t * 8 + qc + 1; }
+                    }
+                }
+#pragma unroll
+                for (int o = 1; o <= 2; o <<= 1) {
+                    float ob = __shfl_xor_sync(0xffffffffu, best, o);
+                    int oa = __shfl_xor_sync(0xffffffffu, arg, o);
+                    if (ob < best || (ob == best && oa < arg)) { best = ob; arg = oa; }
+                }
+                if ((lane & 3) == 0) {
+                    /* token r's column of the one-hot matrix is only touched by this thread */
+                    const int r = warp * 16 + hf * 8 + qr;
+                    const bool valid = s0 + r < a.S;
+                    if (accumulate) {
+                        const int old = lab16[r];
+                        if (old != (int)KM2_BAD_LABEL) oh[old * LDO + r] = __float2bfloat16_rn(0.0f);
+                        if (valid) oh[arg * LDO + r] = __float2bfloat16_rn(1.0f);
+                    }
+                    lab16[r] = valid ? (uint16_t)arg : (uint16_t)KM2_BAD_LABEL;
+                    if (valid) atomicAdd(&cnt_s[arg], 1); /* integers: order-free */
+                }
+            }
+        }
+        __syncthreads(); /* labels of sub-tile j visible */
+
+        if (accumulate) {
+            if (chh * 32 < K) {
+                const __nv_bfloat16 *brow = vs + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + g * NCH + (lane >> 4) * 8;
+                const __nv_bfloat16 *orow = oh + (chh * 32 + (lane & 15)) * LDO + (lane >> 4) * 8;
+                const bool m1 = FULL || chh * 32 + 16 < K;
+#pragma unroll
+                for (int k0 = 0; k0 < KM2_SUB; k0 += 16) {
+                    uint32_t a0[4], a1[4];
+                    ldmatrix_x4(a0, orow + k0);
+                    if (m1) ldmatrix_x4(a1, orow + 16 * LDO + k0);
+#pragma unroll
+                    for (int n0 = 0; n0 < NCH; n0 += 16) {
+                        uint32_t bf[4];
+                        ldmatrix_x4_trans(bf, brow + k0 * LD + n0);
+                        const uint32_t b01[2] = {bf[0], bf[1]}, b23[2] = {bf[2], bf[3]};
+                        mma_bf16_16816(accs[0][n0 / 8], a0, b01);
+                        mma_bf16_16816(accs[0][n0 / 8 + 1], a0, b23);
+                        if (m1) {
+                            mma_bf16_16816(accs[1][n0 / 8], a1, b01);
+                            mma_bf16_16816(accs[1][n0 / 8 + 1], a1, b23);
+                        }
+                    }
+                }
+            }
+        } else {
+            /* final labelling: labels out (the scatter items read them) */
+            if (tid < KM2_SUB && s0 + tid < a.S) a.labels[(int64_t)bh * a.S + s0 + tid] = lab16[tid];
+        }
+    }
+
+    /* this tile's partial sums and counts */
+    __syncthreads();
+    if (accumulate && chh * 32 < K) {
+        float *dst = a.part_sum + ((int64_t)bh * a.P + tile) * K * D;
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            if (chh * 32 + m * 16 >= K) break;
+            const int c0 = chh * 32 + m * 16 + qr;
+#pragma unroll
+            for (int t = 0; t < NCH / 8; ++t) {
+                const int col = g * NCH + t * 8 + qc;
+                __stcg(reinterpret_cast<float2 *>(&dst[c0 * D + col]), make_float2(accs[m][t][0], accs[m][t][1]));
+                __stcg(reinterpret_cast<float2 *>(&dst[(c0 + 8) * D + col]), make_float2(accs[m][t][2], accs[m][t][3]));
+            }
+        }
+    }
+    const int64_t cbase = ((int64_t)bh * a.P) * K;
+    if (tid < K) __stcg(&a.part_cnt[cbase + (int64_t)tile * K + tid], cnt_s[tid]);
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) flag[0] = atomicAdd(&a.done[bh], 1);
+    __syncthreads();
+    if (flag[0] != (it + 1) * a.P - 1) return;
+
+    /* the last tile of (it, bh): reduce (or the offsets after the final labelling) */
+    __threadfence();
+    if (tid < K) {
+        int s = 0;
+        for (int t = 0; t < a.P; ++t) s += __ldcg(&a.part_cnt[cbase + (int64_t)t * K + tid]);
+        tot[tid] = s;
+    }
+    __syncthreads();
+    if (accumulate) {
+        const int nv4 = K * D / 4; /* a multiple of 256 */
+        const float4 *src = reinterpret_cast<const float4 *>(a.part_sum + (int64_t)bh * a.P * K * D);
+        float4 *cent = reinterpret_cast<float4 *>(a.cent + (int64_t)bh * K * D);
+        uint2 *centb = reinterpret_cast<uint2 *>(a.centb + (int64_t)bh * K * D);
+        for (int base = 0; base < nv4; base += KM2_RED * KM2_THREADS) {
+            double s[KM2_RED][4];
+#pragma unroll
+            for (int u = 0; u < KM2_RED; ++u)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[u][e] = 0.0;
+            for (int t = 0; t < a.P; ++t) {
+#pragma unroll
+                for (int u = 0; u < KM2_RED; ++u) {
+                    const int i = base + u * KM2_THREADS + tid;
+                    if (i < nv4) {
+                        const float4 x = __ldcg(src + (int64_t)t * nv4 + i);
+                        s[u][0] += x.x; s[u][1] += x.y; s[u][2] += x.z; s[u][3] += x.w;
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < KM2_RED; ++u) {
+                const int i = base + u * KM2_THREADS + tid;
+                if (i >= nv4) break; /* warp-uniform */
+                const int c = i / (D / 4), cntc = tot[c];
+                float4 x = __ldcg(cent + i);
+                if (cntc > 0) {
+                    const double dn = (double)cntc;
+                    x = make_float4((float)(s[u][0] / dn), (float)(s[u][1] / dn), (float)(s[u][2] / dn),
+                                    (float)(s[u][3] / dn));
+                }
+                __stcg(cent + i, x);
+                const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
+                __stcg(centb + i, make_uint2(*reinterpret_cast<const uint32_t *>(&lo), *reinterpret_cast<const uint32_t *>(&hi)));
+                const float2 fl = __bfloat1622float2(lo), fh = __bfloat1622float2(hi);
+                float q = fl.x * fl.x;
+                q = fmaf(fl.y, fl.y, q);
+                q = fmaf(fh.x, fh.x, q);
+                q = fmaf(fh.y, fh.y, q);
+#pragma unroll
+                for (int o = D / 8; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+                if ((lane & (D / 4 - 1)) == 0) __stcg(a.cnorm + (int64_t)bh * K + c, q);
+            }
+        }
+    } else {
+        /* counting sort: offsets[(bh, tile, c)] = sum of earlier clusters + this cluster's earlier tiles */
+        if (tid == 0) {
+            int run = 0;
+            for (int c = 0; c < K; ++c) {
+                int nn = tot[c];
+                tot[c] = run;
+                run += nn;
+            }
+        }
+        __syncthreads();
+        if (tid < K) {
+            int run = tot[tid];
+            for (int t = 0; t < a.P; ++t) {
+                __stcg(&a.offsets[cbase + (int64_t)t * K + tid], run);
+                run += __ldcg(&a.part_cnt[cbase + (int64_t)t * K + tid]);
+            }
+        }
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) km_st_release(&a.ready[bh], it + 1);
+}
+
+/* the tile's tokens to their places: perm[offset(c, tile) + rank among the tile's c] = token */
+template <int D>
+__device__ __forceinline__ void km2_scatter_item(const km2_args &a, unsigned char *sm, int bh, int tile) {
+    constexpr int LD = D + KM_PAD;
+    int *wc = reinterpret_cast<int *>(sm + (size_t)KM2_K * LD * 2);  /* [8][64], in the V buffers */
+    int *base = wc + 8 * KM2_K;                                        /* [64] */
+    const int K = a.K, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int sb = (int)((int64_t)tile * a.nsub / a.P), se = (int)((int64_t)(tile + 1) * a.nsub / a.P);
+    const int t0 = sb * KM2_SUB, t1 = min(se * KM2_SUB, a.S);
+    if (tid < K) base[tid] = __ldcg(&a.offsets[((int64_t)bh * a.P + tile) * K + tid]);
+    const int32_t *lab = a.labels + (int64_t)bh * a.S;
+    int32_t *dst = a.perm + (int64_t)bh * a.S;
+    for (int c0 = t0; c0 < t1; c0 += KM2_THREADS) {
+        for (int i = tid; i < 8 * KM2_K; i += KM2_THREADS) wc[i] = 0;
+        __syncthreads();
+        const int t = c0 + tid;
+        const bool valid = t < t1;
+        const int L = valid ? __ldcg(&lab[t]) : 1000;
+        const unsigned peers = __match_any_sync(0xffffffffu, L);
+        const int rank = __popc(peers & ((1u << lane) - 1u));
+        if (valid && rank == 0) wc[warp * KM2_K + L] = __popc(peers);
+        __syncthreads();
+        if (tid < K) {
+            int run = base[tid];
+            for (int w = 0; w < KM2_THREADS / 32; ++w) {
+                int x = wc[w * KM2_K + tid];
+                wc[w * KM2_K + tid] = run;
+                run += x;
+            }
+            base[tid] = run;
+        }
+        __syncthreads();
+        if (valid) dst[wc[warp * KM2_K + L] + rank] = t;
+        __syncthreads();
+    }
+}
+
+template <int D, bool FULL>
+__global__ void __launch_bounds__(KM2_THREADS, 2) km2_main(const km2_args a) {
+    extern __shared__ __align__(16) unsigned char km2_smem[];
+    __shared__ long long s_item;
+    const int per_it = a.BH * a.P;
+    for (;;) {
+        if (threadIdx.x == 0) s_item = (long long)atomicAdd(a.next, 1ull);
+        __syncthreads();
+        const long long item = s_item;
+        __syncthreads();
+        if (item >= a.total) break;
+        const int it = (int)(item / per_it), rem = (int)(item % per_it), bh = rem / a.P, tile = rem % a.P;
+        if (it > 0) {
+            if (threadIdx.x == 0)
+                while (km_ld_acquire(&a.ready[bh]) < it) __nanosleep(128);
+            __syncthreads();
+        }
+        if (it == a.iters + 1)
+            km2_scatter_item<D>(a, km2_smem, bh, tile);
+        else
+            km2_cluster_item<D, FULL>(a, km2_smem, it, bh, tile);
+    }
+}
+
+/* initial centroids (the given ones, or K tokens as km_init), their BF16 copy and norms;
+ * zeroes the counters.  grid (K, BH), one thread per channel. */
+__global__ void km2_init(const km2_args a, int D, const float *init, uint64_t seed) {
+    __shared__ float part[4];
+    const int c = blockIdx.x, bh = blockIdx.y, d = threadIdx.x;
+    float x = 0.0f;
+    if (d < D) {
+        if (init) {
+            x = init[((int64_t)bh * a.K + c) * D + d];
+        } else {
+            const int b = bh / a.H, h = bh % a.H;
+            int64_t token;
+            if (a.S >= a.K) {
+                int64_t stride = a.S / a.K;
+                token = (int64_t)c * stride + (int64_t)(km_mix(seed ^ km_mix((uint64_t)bh * 1315423911u + c)) % (uint64_t)stride);
+            } else {
+                token = c % a.S;
+            }
+            const void *row = reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1 + token * a.vs2) * 2;
+            x = km_load_value(row, d, a.is_bf16);
+        }
+        const int64_t o = ((int64_t)bh * a.K + c) * D + d;
+        a.cent[o] = x;
+        a.centb[o] = __float2bfloat16_rn(x);
+    }
+    float xb = __bfloat162float(__float2bfloat16_rn(x)), q = xb * xb;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
+    if ((d & 31) == 0) part[d >> 5] = q;
+    __syncthreads();
+    if (d == 0) {
+        a.cnorm[(int64_t)bh * a.K + c] = (part[0] + part[1]) + (part[2] + part[3]);
+        if (c == 0) {
+            a.done[bh] = 0;
+            a.ready[bh] = 0;
+            if (bh == 0) *a.next = 0ull;
+        }
+    }
+}
+
 /* ---- host side -------------------------------------------------------------------------- */
 
 typedef struct {
     int64_t bh, ntiles;
-    size_t cent, labels, part_sum, part_cnt, offsets, total;
+    int fused;          /* K <= 64: the persistent path */
+    int64_t nsub, P;    /* fused: 128-token sub-tiles per (b, h), tiles per (b, h) */
+    size_t cent, labels, part_sum, part_cnt, offsets, centb, cnorm, ctr, total;
 } km_layout;
 
 static size_t km_align(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -372,13 +840,20 @@ static vcattn_status km_validate(const vcattn_gpu_kmeans_params *p, km_layout *L
         if (p->v_stride[i] < 0) return VCATTN_STATUS_BAD_STRIDE;
     if (p->seq > 1 && p->v_stride[2] < p->head_dim && p->v_stride[1] < p->head_dim) return VCATTN_STATUS_BAD_STRIDE;
     L->bh = p->batch * p->heads;
-    L->ntiles = (p->seq + KM_TOKENS - 1) / KM_TOKENS;
+    L->fused = p->clusters <= KM2_K;
+    L->nsub = (p->seq + KM2_SUB - 1) / KM2_SUB;
+    L->P = (L->nsub + KM2_SUBS_PER_ITEM - 1) / KM2_SUBS_PER_ITEM;
+    L->ntiles = L->fused ? L->P : (p->seq + KM_TOKENS - 1) / KM_TOKENS;
+    if (L->fused && L->bh * L->P > INT32_MAX / 4) return VCATTN_STATUS_SIZE_OVERFLOW;
     size_t o = 0;
     L->cent = o;     o += km_align((size_t)L->bh * p->clusters * p->head_dim * sizeof(float));
     L->labels = o;   o += km_align((size_t)L->bh * p->seq * sizeof(int32_t));
     L->part_sum = o; o += km_align((size_t)L->bh * L->ntiles * p->clusters * p->head_dim * sizeof(float));
     L->part_cnt = o; o += km_align((size_t)L->bh * L->ntiles * p->clusters * sizeof(int));
     L->offsets = o;  o += km_align((size_t)L->bh * L->ntiles * p->clusters * sizeof(int));
+    L->centb = o;    o += km_align((size_t)L->bh * p->clusters * p->head_dim * sizeof(__nv_bfloat16));
+    L->cnorm = o;    o += km_align((size_t)L->bh * p->clusters * sizeof(float));
+    L->ctr = o;      o += km_align(sizeof(unsigned long long) + 2 * (size_t)L->bh * sizeof(int));
     L->total = o;
     return VCATTN_STATUS_SUCCESS;
 }
@@ -397,16 +872,31 @@ static vcattn_status km_cuda(cudaError_t e) {
     return e == cudaErrorMemoryAllocation ? VCATTN_STATUS_OUT_OF_MEMORY : VCATTN_STATUS_CUDA_ERROR;
 }
 
-extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, void *workspace,
-                                           size_t workspace_bytes, void *stream_ptr) {
-    km_layout L;
-    vcattn_status st = km_validate(p, &L);
-    if (st) return st;
-    if (!workspace) return VCATTN_STATUS_NULL_POINTER;
-    if (workspace_bytes < L.total) return VCATTN_STATUS_INVALID_ARGUMENT;
-    if ((st = vcattn_gpu_device_check())) return st;
-    cudaStream_t stream = (cudaStream_t)stream_ptr;
-    char *ws = (char *)workspace;
+static int km_vec16(const vcattn_gpu_kmeans_params *p) {
+    return ((uintptr_t)p->v % 16 == 0) && p->v_stride[0] % 8 == 0 && p->v_stride[1] % 8 == 0 && p->v_stride[2] % 8 == 0;
+}
+
+template <int D, bool FULL>
+static vcattn_status km2_launch(const km2_args &a, cudaStream_t stream) {
+    const size_t smem = (size_t)(KM2_K + 2 * KM2_SUB) * (D + KM_PAD) * 2 + (3 * KM2_K + 4) * sizeof(int) +
+                        KM2_SUB * sizeof(uint16_t) + (size_t)KM2_K * (KM2_SUB + KM_PAD) * 2;
+    vcattn_status st;
+    if ((st = km_cuda(cudaFuncSetAttribute(km2_main<D, FULL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))
+        return st;
+    int dev = 0, sms = 0, per_sm = 0;
+    if ((st = km_cuda(cudaGetDevice(&dev))) || (st = km_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))) ||
+        (st = km_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, km2_main<D, FULL>, KM2_THREADS, smem))))
+        return st;
+    if (per_sm < 1) return VCATTN_STATUS_CUDA_ERROR;
+    long long grid = (long long)sms * per_sm;
+    if (grid > a.total) grid = a.total;
+    km2_main<D, FULL><<<(unsigned)grid, KM2_THREADS, smem, stream>>>(a);
+    return VCATTN_STATUS_SUCCESS;
+}
+
+/* K > 64: the earlier path (one launch per step) */
+static vcattn_status km_legacy(const vcattn_gpu_kmeans_params *p, const km_layout &L, char *ws, cudaStream_t stream) {
+    vcattn_status st = VCATTN_STATUS_SUCCESS;
     float *cent = (float *)(ws + L.cent);
     const int K = p->clusters, D = (int)p->head_dim;
 
@@ -438,7 +928,7 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
     const int ld = D + KM_PAD;
     size_t smem = (size_t)(K + KM_SUB) * ld * 2 + K * sizeof(float) + (KM_TOKENS + KM_MAX_K) * sizeof(int) +
                   (size_t)K * D * sizeof(float);
-    a.vec16 = ((uintptr_t)p->v % 16 == 0) && p->v_stride[0] % 8 == 0 && p->v_stride[1] % 8 == 0 && p->v_stride[2] % 8 == 0;
+    a.vec16 = km_vec16(p);
     if ((st = km_cuda(cudaFuncSetAttribute(km_assign, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))
         return st;
     dim3 grid((unsigned)L.ntiles, (unsigned)L.bh);
@@ -456,7 +946,60 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
     if (p->labels)
         st = km_cuda(cudaMemcpyAsync(p->labels, a.labels, (size_t)L.bh * p->seq * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, stream));
-    if (!st && p->centroids != cent)
+    return st;
+}
+
+extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, void *workspace,
+                                           size_t workspace_bytes, void *stream_ptr) {
+    km_layout L;
+    vcattn_status st = km_validate(p, &L);
+    if (st) return st;
+    if (!workspace) return VCATTN_STATUS_NULL_POINTER;
+    if (workspace_bytes < L.total) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if ((st = vcattn_gpu_device_check())) return st;
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+    char *ws = (char *)workspace;
+    float *cent = (float *)(ws + L.cent);
+    const int K = p->clusters, D = (int)p->head_dim;
+
+    if (!L.fused) {
+        st = km_legacy(p, L, ws, stream);
+    } else {
+        km2_args a;
+        a.v = p->v;
+        a.vs0 = p->v_stride[0];
+        a.vs1 = p->v_stride[1];
+        a.vs2 = p->v_stride[2];
+        a.H = (int)p->heads;
+        a.S = (int)p->seq;
+        a.K = K;
+        a.BH = (int)L.bh;
+        a.P = (int)L.P;
+        a.nsub = (int)L.nsub;
+        a.iters = p->iterations;
+        a.is_bf16 = p->dtype == VCATTN_GPU_DTYPE_BF16;
+        a.vec16 = km_vec16(p);
+        a.total = ((long long)p->iterations + 2) * L.bh * L.P;
+        a.cent = cent;
+        a.centb = (__nv_bfloat16 *)(ws + L.centb);
+        a.cnorm = (float *)(ws + L.cnorm);
+        a.part_sum = (float *)(ws + L.part_sum);
+        a.part_cnt = (int *)(ws + L.part_cnt);
+        a.offsets = (int *)(ws + L.offsets);
+        a.labels = p->labels ? p->labels : (int32_t *)(ws + L.labels);
+        a.perm = p->perm;
+        a.next = (unsigned long long *)(ws + L.ctr);
+        a.done = (int *)(ws + L.ctr + sizeof(unsigned long long));
+        a.ready = a.done + L.bh;
+        km2_init<<<dim3(K, (unsigned)L.bh), 128, 0, stream>>>(a, D, p->init_centroids, p->seed);
+        if (D == 128)
+            st = K == KM2_K ? km2_launch<128, true>(a, stream) : km2_launch<128, false>(a, stream);
+        else
+            st = K == KM2_K ? km2_launch<64, true>(a, stream) : km2_launch<64, false>(a, stream);
+    }
+    if (st) return st;
+    size_t cent_bytes = (size_t)L.bh * K * D * sizeof(float);
+    if (p->centroids != cent)
         st = km_cuda(cudaMemcpyAsync(p->centroids, cent, cent_bytes, cudaMemcpyDeviceToDevice, stream));
     if (st) return st;
     return km_cuda(cudaGetLastError());

@@ -2,8 +2,10 @@
  * CPU planner, determinism, warm start, and timing (issue 4).
  *
  *   kmeans_check check            correctness at small/medium shapes
- *   kmeans_check bench B H S D    timing (cold 8 iterations, warm 2 and 4) and
- *                                 the share of one vsmooth-expcast attention call
+ *   kmeans_check bench B H S D    bitwise determinism of two cold calls, timing (cold 8
+ *                                 iterations, warm 2, 4 and 0) and the share of one
+ *                                 vsmooth-expcast attention call (skipped when
+ *                                 KM_NO_ATTENTION is set); exit 1 if the calls differ
  * Prints "N passed, N failed" after check. */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -145,6 +147,65 @@ static double energy_share(const input *in, const int32_t *perm) {
     return share;
 }
 
+/* FP16 bits of x (round to nearest even; the inputs here are BF16 values, exact in FP16
+ * unless FP16-subnormal) */
+static uint16_t f16_bits(float x) {
+    uint16_t sign = x < 0 ? 0x8000u : 0u;
+    double a = fabs((double)x);
+    if (a == 0) return sign;
+    int e;
+    double m = frexp(a, &e); /* a = m 2^e, m in [0.5, 1) */
+    e -= 1;                  /* a = (2m) 2^e */
+    if (e > 15) return sign | 0x7C00u;
+    if (e < -14) return sign | (uint16_t)nearbyint(a * 16777216.0); /* subnormal: units of 2^-24 */
+    unsigned mant = (unsigned)nearbyint((2 * m - 1) * 1024.0);
+    if (mant == 1024) { mant = 0; e += 1; }
+    return sign | (uint16_t)((e + 15) << 10) | (uint16_t)mant;
+}
+
+/* The other paths of the fused kernel (and the K > 64 one): k, head_dim Dv (the first Dv
+ * channels of `base`), FP16 input, V 2 bytes off 16-byte alignment (no cp.async).
+ * Structure, determinism, and a block-energy share above sequence order. */
+static void variant_check(const input *base, int k, int Dv, int fp16, int misalign) {
+    input in = *base;
+    in.D = Dv;
+    size_t n = (size_t)(in.B * in.H * in.S * Dv);
+    in.v = malloc(n * 4);
+    uint16_t *bits = malloc(n * 2);
+    for (size_t t = 0; t < (size_t)(in.B * in.H * in.S); ++t)
+        for (int64_t d = 0; d < Dv; ++d) {
+            float x = base->v[t * base->D + d];
+            uint16_t b = fp16 ? f16_bits(x) : vc_bf16_bits(x);
+            bits[t * Dv + d] = b;
+            in.v[t * Dv + d] = fp16 ? vc_fp16_to_f32(b) : vc_bf16_to_f32(b);
+        }
+    void *alloc = NULL;
+    CUDA_OK(cudaMalloc(&alloc, n * 2 + 16));
+    in.dv = (char *)alloc + (misalign ? 2 : 0);
+    CUDA_OK(cudaMemcpy(in.dv, bits, n * 2, cudaMemcpyHostToDevice));
+    char what[96];
+    snprintf(what, sizeof what, "k%d D%d %s%s S%lld", k, Dv, fp16 ? "fp16" : "bf16", misalign ? " unaligned" : "",
+             (long long)in.S);
+    run r;
+    run_setup(&r, &in, k);
+    r.p.dtype = fp16 ? VCATTN_GPU_DTYPE_FP16 : VCATTN_GPU_DTYPE_BF16;
+    run_exec(&r, &in);
+    check_structure(&in, &r, what);
+    size_t nl = (size_t)(in.B * in.H * in.S);
+    int32_t *perm1 = malloc(nl * 4);
+    memcpy(perm1, r.perm, nl * 4);
+    run_exec(&r, &in);
+    EXPECT(!memcmp(perm1, r.perm, nl * 4), "%s: two runs differ", what);
+    double share = energy_share(&in, r.perm);
+    printf("variant %s: block-energy share %.2f%%\n", what, 100 * share);
+    EXPECT(share > energy_share(&in, NULL), "%s: share %.4f not above sequence order", what, share);
+    free(perm1);
+    free(bits);
+    run_free(&r);
+    free(in.v);
+    cudaFree(alloc);
+}
+
 static int cmd_check(void) {
     /* shapes: tiny (S < k and a partial tile), odd S, a medium video grid */
     const int64_t grids[][5] = {{1, 2, 1, 3, 17}, {2, 3, 3, 7, 61}, {1, 4, 21, 30, 52}};
@@ -165,6 +226,15 @@ static int cmd_check(void) {
         EXPECT(!memcmp(perm1, r.perm, (size_t)(in.B * in.H * in.S) * 4) &&
                    !memcmp(cent1, r.cent, (size_t)(in.B * in.H * 64 * in.D) * 4),
                "%s: two runs differ", what);
+        if (g == 1) {
+            /* k < 64 with an empty half, k = 48, D = 64, FP16, unaligned V, and k = 128 */
+            variant_check(&in, 16, 128, 0, 0);
+            variant_check(&in, 48, 64, 0, 0);
+            variant_check(&in, 32, 128, 1, 0);
+            variant_check(&in, 64, 128, 0, 1);
+            variant_check(&in, 64, 64, 1, 1);
+            variant_check(&in, 128, 128, 0, 0);
+        }
         if (in.S >= 4096) {
             /* block-energy share vs the CPU planner with the same k and iterations */
             const int64_t vs[3] = {in.H * in.S * in.D, in.S * in.D, in.D};
@@ -283,12 +353,37 @@ static int cmd_bench(int64_t B, int64_t H, int64_t S, int64_t D) {
     run r;
     run_setup(&r, &in, 64);
     r.p.labels = NULL;
+    int differ = 0;
+    {
+        /* bitwise determinism at this shape: two cold calls */
+        size_t nl = (size_t)(B * H * S), nc = (size_t)(B * H * 64 * D);
+        int32_t *p1 = malloc(nl * 4);
+        float *c1 = malloc(nc * 4);
+        VC_OK(vcattn_gpu_kmeans(&r.p, r.ws, r.ws_bytes, NULL));
+        CUDA_OK(cudaMemcpy(p1, r.dperm, nl * 4, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(c1, r.dcent, nc * 4, cudaMemcpyDeviceToHost));
+        VC_OK(vcattn_gpu_kmeans(&r.p, r.ws, r.ws_bytes, NULL));
+        CUDA_OK(cudaMemcpy(r.perm, r.dperm, nl * 4, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(r.cent, r.dcent, nc * 4, cudaMemcpyDeviceToHost));
+        differ = memcmp(p1, r.perm, nl * 4) || memcmp(c1, r.cent, nc * 4);
+        printf("DETERMINISM (%lld,%lld,%lld,%lld): two cold calls %s\n", (long long)B, (long long)H, (long long)S,
+               (long long)D, differ ? "DIFFER" : "bitwise identical");
+        free(p1);
+        free(c1);
+    }
     float cold = time_median(&r, 10);
     r.p.init_centroids = r.dcent;
     r.p.iterations = 2;
     float warm2 = time_median(&r, 10);
     r.p.iterations = 4;
     float warm4 = time_median(&r, 10);
+    r.p.iterations = 0;
+    float warm0 = time_median(&r, 10);
+    printf("KMEANS-ONLY (%lld,%lld,%lld,%lld) k=64: cold 8 it %.3f ms, warm 2 it %.3f ms, warm 4 it %.3f ms, "
+           "0 it (labels + permutation only) %.3f ms\n",
+           (long long)B, (long long)H, (long long)S, (long long)D, cold, warm2, warm4, warm0);
+    fflush(stdout);
+    if (getenv("KM_NO_ATTENTION")) { run_free(&r); free(vb); cudaFree(in.dv); return differ; }
     /* one vsmooth-expcast attention call at the same shape, same run */
     float attn = -1.0f;
     vcattn_gpu_params ap;
@@ -328,7 +423,7 @@ static int cmd_bench(int64_t B, int64_t H, int64_t S, int64_t D) {
     run_free(&r);
     free(vb);
     cudaFree(in.dv);
-    return 0;
+    return differ;
 }
 
 int main(int argc, char **argv) {
