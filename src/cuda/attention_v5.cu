@@ -21,8 +21,11 @@
  *     accumulates in FP32 after the FP8 k-steps, so the large mean term does
  *     not widen the FP8 accumulator's truncation.  The last block's term goes
  *     into O after the last fold.  It removes 64 FFMA and 16 LDS per block from
- *     the fold; the V^T stage is released one turn later (after the restore
- *     that reads its means);
+ *     the fold.  The means travel in their own 8-slot ring (filled with the
+ *     V^T stage, on its full barrier), so the V^T stage is released at the
+ *     fold as in v4;
+ *   - two producer threads (K ring, V ring): one loop for both coupled the
+ *     rings, and the consumers waited on full barriers;
  *   - the block's 4 K scales come with its K stage (a 16-byte bulk copy by
  *     the producer): the consumers no longer run a cp.async ring.
  * Layout, pipeline and ping-pong: see attention_ws.cu. */
@@ -43,14 +46,15 @@
 #define V5_THREADS 384
 #define V5_STAGES 4
 #define V5_K_BYTES 16384                 /* 128 keys x 128 B */
-#define V5_VT_BYTES 17408                /* V^T: 136 rows x 128 B (8 rows of ones) */
-#define V5_MU_BYTES 2048                 /* the block's means: 128 channels x 16 B */
-#define V5_MU_AREA 2176                  /* + 8 zero rows: B rows 128..135 of the n136 restore */
-#define V5_V_BYTES 20480                 /* V^T + means, padded: stages stay 1024-B aligned */
+#define V5_V_BYTES 17408                 /* V^T: 136 rows x 128 B (8 rows of ones), 1024-B aligned */
+#define V5_MU_BYTES 2048                 /* a block's means: 128 channels x 16 B */
+#define V5_MU_SLOT 2176                  /* + 8 zero rows: B rows 128..135 of the n136 restore */
+#define V5_MU_SLOTS 8                    /* means ring: 2 x the V^T stages (see the producer) */
 #define V5_OFF_Q 0
 #define V5_OFF_K 16384
 #define V5_OFF_V (V5_OFF_K + V5_STAGES * V5_K_BYTES)
-#define V5_OFF_KS (V5_OFF_V + V5_STAGES * V5_V_BYTES) /* 4 K scales per stage */
+#define V5_OFF_MU (V5_OFF_V + V5_STAGES * V5_V_BYTES)
+#define V5_OFF_KS (V5_OFF_MU + V5_MU_SLOTS * V5_MU_SLOT) /* 4 K scales per stage */
 #define V5_OFF_BAR (V5_OFF_KS + V5_STAGES * 16)
 #define V5_SMEM (V5_OFF_BAR + 256 + 1024)
 #define V5_BAR_WG0 1 /* named barrier a consumer WG waits on before its turn */
@@ -152,7 +156,8 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
     vc_attention_v5(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_v5_maps maps) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
-    uint8_t *sQ = smem + V5_OFF_Q, *sK = smem + V5_OFF_K, *sV = smem + V5_OFF_V, *sKS = smem + V5_OFF_KS;
+    uint8_t *sQ = smem + V5_OFF_Q, *sK = smem + V5_OFF_K, *sV = smem + V5_OFF_V, *sKS = smem + V5_OFF_KS,
+            *sMU = smem + V5_OFF_MU;
     uint64_t *bar = (uint64_t *)(smem + V5_OFF_BAR);
     uint64_t *full_k = bar, *full_v = bar + V5_STAGES, *empty_k = bar + 2 * V5_STAGES, *empty_v = bar + 3 * V5_STAGES,
              *q_full = bar + 4 * V5_STAGES;
@@ -181,9 +186,9 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
             reinterpret_cast<uint32_t *>(sV + (i / 256) * V5_V_BYTES + V5_K_BYTES)[w] =
                 (w % 32) < 4 ? V5_E4M3_ONE * 0x01010101u : 0u;
         }
-        /* the zero rows after each stage's means (the bulk copy writes 2048 B) */
-        for (int i = tid; i < V5_STAGES * 32; i += V5_THREADS)
-            reinterpret_cast<uint32_t *>(sV + (i / 32) * V5_V_BYTES + V5_VT_BYTES + V5_MU_BYTES)[i % 32] = 0u;
+        /* the zero rows after each slot's means (the bulk copy writes 2048 B) */
+        for (int i = tid; i < V5_MU_SLOTS * 32; i += V5_THREADS)
+            reinterpret_cast<uint32_t *>(sMU + (i / 32) * V5_MU_SLOT + V5_MU_BYTES)[i % 32] = 0u;
     }
     fence_proxy_async_shared();
     __syncthreads();
@@ -191,26 +196,37 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
     if (wg == 0) {
         /* ================= producer ================= */
         setmaxnreg_dec<24>();
+        /* two loader threads, so that a late release of one ring does not hold
+         * the other one's loads (one loop for both made the consumers wait on
+         * full barriers in ~9% of their samples, v5c profile) */
         if (warp == 0 && lane == 0) {
             tma_prefetch_desc(&maps.q);
             tma_prefetch_desc(&maps.k);
-            tma_prefetch_desc(&maps.v);
             const float *kscale = a.k_scale + (int64_t)bh * nkb * 4;
-            const uint4 *mu_tc = kVs ? a.v_mean_tc + (int64_t)bh * nkb * VC_GPU_DPAD : nullptr;
             mbarrier_arrive_expect_tx(q_full, 128 * 128);
             tma_load_2d(sQ, &maps.q, q_full, 0, bh * a.sq_pad + qtile * VC_GPU_TILE_Q);
             for (int kb = 0; kb < nkb; ++kb) {
                 const int st = kb % V5_STAGES;
-                const uint32_t ph = ((kb / V5_STAGES) & 1) ^ 1;
-                mbarrier_wait(&empty_k[st], ph);
+                mbarrier_wait(&empty_k[st], ((kb / V5_STAGES) & 1) ^ 1);
                 mbarrier_arrive_expect_tx(&full_k[st], V5_K_BYTES + 16);
                 tma_load_2d(sK + st * V5_K_BYTES, &maps.k, &full_k[st], 0, bh * a.skv_pad + kb * VC_GPU_BLOCK_K);
                 bulk_load_1d(sKS + st * 16, kscale + (int64_t)kb * 4, 16, &full_k[st]);
-                mbarrier_wait(&empty_v[st], ph);
+            }
+        } else if (warp == 1 && lane == 0) {
+            /* V^T of block kb, and its means into slot kb % 8 of the means
+             * ring, both on full_v.  The ring needs no barrier of its own: slot
+             * kb % 8 is rewritten only after block kb+4 was released by both
+             * WGs (fold of turn kb+5), long after the restore that read it
+             * (issued in turn kb+2, complete at that turn's fold). */
+            tma_prefetch_desc(&maps.v);
+            const uint4 *mu_tc = kVs ? a.v_mean_tc + (int64_t)bh * nkb * VC_GPU_DPAD : nullptr;
+            for (int kb = 0; kb < nkb; ++kb) {
+                const int st = kb % V5_STAGES;
+                mbarrier_wait(&empty_v[st], ((kb / V5_STAGES) & 1) ^ 1);
                 mbarrier_arrive_expect_tx(&full_v[st], V5_K_BYTES + (kVs ? V5_MU_BYTES : 0));
                 tma_load_2d(sV + st * V5_V_BYTES, &maps.v, &full_v[st], kb * VC_GPU_BLOCK_K, bh * VC_GPU_DPAD);
                 if (kVs)
-                    bulk_load_1d(sV + st * V5_V_BYTES + V5_VT_BYTES, mu_tc + (int64_t)kb * VC_GPU_DPAD, V5_MU_BYTES,
+                    bulk_load_1d(sMU + (kb % V5_MU_SLOTS) * V5_MU_SLOT, mu_tc + (int64_t)kb * VC_GPU_DPAD, V5_MU_BYTES,
                                  &full_v[st]);
             }
         }
@@ -256,7 +272,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
     /* stage s of a ring = the stage-0 descriptor + s * stage bytes / 16 (the
      * start address field; no carry out of its 14 bits below 256 KB) */
     const uint64_t desc_k0 = wgmma_desc_sw128(sK), desc_v0 = wgmma_desc_sw128(sV),
-                   desc_mu0 = wgmma_desc_noswizzle(sV + V5_VT_BYTES, 0, 128);
+                   desc_mu0 = wgmma_desc_noswizzle(sMU, 0, 128);
     auto issue_s = [&](unsigned st) {
         const uint64_t desc_k = desc_k0 + st * (V5_K_BYTES >> 4);
 #pragma unroll
@@ -279,7 +295,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
      * N = 136 as the P V (one accumulator shape): rows 128..135 of B are the
      * zero rows after the means, so the r columns stay untouched. */
     auto issue_restore = [&](unsigned mst) {
-        wgmma_m64n136k16_f32_f16_rs(acc, RA, desc_mu0 + mst * (V5_V_BYTES >> 4), 1);
+        wgmma_m64n136k16_f32_f16_rs(acc, RA, desc_mu0 + mst * (V5_MU_SLOT >> 4), 1);
     };
     /* RA = FP16 hi + lo of sc * rprev (numerics.h, vc_rowsum_f16_split) */
     auto make_ra = [&](const float (&sc)[2]) {
@@ -303,8 +319,8 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
         for (int i = 0; i < 64; ++i) wgmma_fence_operand(O[i]);
     };
     /* fold block kb: O = al O + acc, l = al l + r_t (or + ls for sage2, both
-     * per-thread partials); r_t is kept for the restore.  The V^T stage released is the one whose means the
-     * restore just read (block kb-1), or block kb's own without V-Smooth. */
+     * per-thread partials); r_t is kept for the restore.  Releases block kb's
+     * V^T stage (its means stay in the means ring). */
     auto fold = [&](unsigned kb, const float (&al)[2], const float (&ls)[2]) {
         float r[2];
 #pragma unroll
@@ -328,8 +344,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
         rprev[1] = r[1];
         __syncwarp();
         if (lane == 0) {
-            if (!kVs) mbarrier_arrive(&empty_v[kb & (V5_STAGES - 1)]);
-            else if (kb >= 1) mbarrier_arrive(&empty_v[(kb - 1) & (V5_STAGES - 1)]);
+            mbarrier_arrive(&empty_v[kb & (V5_STAGES - 1)]);
         }
     };
     /* barrier ids as immediates (a warp-uniform branch): held in a register,
@@ -389,7 +404,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
         const unsigned st = kb & (V5_STAGES - 1), pst = (kb - 1) & (V5_STAGES - 1);
         /* block kb-2's means (RA = 0 at kb = 1); branch-free: a branch between
          * two wgmma makes ptxas inject a warpgroup.arrive (C7519) */
-        const unsigned mst = (max(kb, 2u) - 2) & (V5_STAGES - 1);
+        const unsigned mst = (max(kb, 2u) - 2) & (V5_MU_SLOTS - 1);
         begin_turn();
         issue_pv(pst, PA);
         if (kVs) issue_restore(mst);
@@ -408,7 +423,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
     /* ---- last turn: P V of the last block (+ the restore of the one before),
      * then the restore of the last block on its own ---- */
     {
-        const unsigned pst = (unsigned)(nkb - 1) & (V5_STAGES - 1), mst = (unsigned)max(nkb - 2, 0) & (V5_STAGES - 1);
+        const unsigned pst = (unsigned)(nkb - 1) & (V5_STAGES - 1), mst = (unsigned)max(nkb - 2, 0) & (V5_MU_SLOTS - 1);
         begin_turn();
         issue_pv(pst, PA);
         if (kVs) issue_restore(mst);
@@ -421,7 +436,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
         if (kVs) {
             /* the last block's term, once, on the CUDA cores (O as a wgmma
              * accumulator would need registers the pipeline does not have) */
-            const uint32_t smu = smem_u32(sV + pst * V5_V_BYTES + V5_VT_BYTES) + 32 * t;
+            const uint32_t smu = smem_u32(sMU + ((nkb - 1) & (V5_MU_SLOTS - 1)) * V5_MU_SLOT) + 32 * t;
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
                 /* the quad's FP16-split partials, summed (s0 + s1) + (s2 + s3) */
