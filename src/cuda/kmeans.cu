@@ -8,7 +8,7 @@
  *
  * K <= 64 (the default k = 64): the fused path below ("fused path"), one persistent
  *   launch for all iterations, the final labelling and the scatter (after a small
- *   init launch).
+ *   init launch); both products by wgmma (sm_90a).
  * K > 64: the earlier path, one iteration = two launches:
  *   km_assign   per CTA 1024 tokens: distances as a tensor-core product (mma.sync
  *               m16n8k16 BF16, FP32 accumulate), argmin; then per-CTA partial
@@ -25,6 +25,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "ptx/cp_async.cuh"
 #include "vcattn.h"
@@ -369,14 +370,20 @@ __global__ void km_scatter(const int32_t *labels, const int *offsets, int32_t *p
  * ready[bh] >= it (acquire); the items it waits for were handed out before its own, so
  * the lowest unfinished item never waits: no deadlock, whatever the residency.
  *
- * Per sub-tile: V (128 x D BF16) double-buffered with cp.async; distances
- * |c|^2 - 2 v.c by mma.sync (warp w: tokens 16w..16w+15 x 64 centroids); argmin, ties
- * to the lowest index; partial sums onehot(labels)^T V as a second mma product whose
- * accumulators stay in registers for the whole tile (warp w: clusters 32(w/4).. x
- * channels (w%4) D/4..).  The one-hot matrix (64 x 128 BF16) lives in shared memory
- * and is shared by the warps: the thread that labels token r clears r's old entry and
- * sets the new one (no other thread touches column r).  K = 64 is compiled without the
- * K guards (FULL).  No float atomics: the result is bitwise reproducible. */
+ * Per sub-tile: V (128 x D BF16) double-buffered with cp.async into 128B-swizzled
+ * tiles; distances |c|^2 - 2 v.c by wgmma (warpgroup g: tokens 64g..64g+63 x 64
+ * centroids, m64n64k16 from shared memory, so every centroid byte is read once per
+ * warpgroup); argmin, ties to the lowest index; partial sums onehot(labels)^T V as a
+ * second wgmma (warpgroup g: 64 clusters x channels 64g..64g+63, V as the MN-major B
+ * operand) whose accumulators stay in registers for the whole tile and which runs
+ * asynchronously until the next sub-tile's barrier.  D = 64 keeps the mma.sync sums
+ * (warp w: clusters 32(w/4).. x channels (w%4) D/4..).  The one-hot matrix (64 x 128
+ * BF16) lives in shared memory and is shared by the warps: the thread that labels
+ * token r clears r's old entry and sets the new one (no other thread touches column
+ * r).  K = 64 is compiled without the K guards (FULL).  The mma.sync products of
+ * session 3 stay as compile-time variants (MODE; VCATTN_KMEANS_MMA_SYNC=1/2/3 picks
+ * them at D = 128, k = 64) for A/B measurements: same results bit for bit.  No float
+ * atomics: the result is bitwise reproducible. */
 
 #define KM2_THREADS 256
 #define KM2_SUB 128
@@ -389,6 +396,7 @@ struct km2_args {
     const void *v;
     int64_t vs0, vs1, vs2;
     int H, S, K, BH, P, nsub, iters, is_bf16, vec16;
+    int mma_sync;           /* A/B switch: bit 0 distances, bit 1 sums by mma.sync instead of wgmma */
     long long total;        /* (iters + 2) * BH * P items */
     float *cent;            /* (BH, K, D) FP32 */
     __nv_bfloat16 *centb;   /* (BH, K, D) BF16 copy used by the product */
@@ -419,56 +427,122 @@ __device__ __forceinline__ void km_st_release(int *p, int v) {
     asm volatile("st.release.gpu.global.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
+/* ---- shared-memory tiles of the fused path ------------------------------------------------
+ * Every operand tile is stored the way wgmma reads it: 128-byte rows (64 BF16) with the
+ * 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), a tile of D channels
+ * as D/64 column blocks of ROWS x 128 B, each 1024-byte aligned:
+ *   centroids  [D/64][64 clusters][64]   K-major B of the distances
+ *   V sub-tile [D/64][128 tokens][64]    K-major A of the distances, MN-major B of the sums
+ *   one-hot    [2][64 clusters][64 tok]  K-major A of the sums (tokens 64i..64i+63)
+ * Offset (in elements) of element (r, col) of such a tile: */
+template <int ROWS>
+__device__ __forceinline__ int km_sw(int r, int col) {
+    return (col >> 6) * (ROWS * 64) + r * 64 + ((((col >> 3) & 7) ^ (r & 7)) << 3) + (col & 7);
+}
+
+__device__ __forceinline__ void km_fence_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* D(f32, 64x64) (+)= A(bf16, 64x16, smem) * B(bf16, 16x64, smem); TB = 1: B stored
+ * MN-major (N contiguous).  d[4j + 2h + e] = D[16w + g + 8h][8j + 2t + e] (wgmma.cuh). */
+template <int TB>
+__device__ __forceinline__ void km_wgmma_64x64(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, 0, %35;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(da), "l"(db), "r"(scale_d), "n"(TB));
+}
+
+/* descriptor of a 128B-swizzled tile at smem address `addr`: LBO and SBO both 1024 B (8 rows
+ * x 128 B).  K-major: SBO is the 8-row step, LBO unused.  MN-major with N = 64 (one
+ * column block): the 8-row step along K is SBO (CUTLASS's canonical form); LBO, the step
+ * between column blocks, is not used by N = 64 - set to the same 1024 so that either
+ * reading of the two fields gives the same layout. */
+__device__ __forceinline__ uint64_t km_desc(uint32_t addr) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(1024 >> 4) << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+__device__ __forceinline__ void km_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void km_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void km_wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void km_reg_fence(float (&d)[32]) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 /* 16-byte copies of sub-tile rows [s0, s0 + 128) into vs (zero rows past S).  Thread t
  * copies chunk (t % CH) of rows t / CH + m * RP: the same chunks as the FP16 fix-up. */
 template <int D>
 __device__ __forceinline__ void km2_issue(const km2_args &a, const char *vbase, int s0, __nv_bfloat16 *vs) {
-    constexpr int LD = D + KM_PAD, CH = D / 8, RP = KM2_THREADS / CH;
+    constexpr int CH = D / 8, RP = KM2_THREADS / CH; /* RP: a multiple of 8 */
     const int r0 = threadIdx.x / CH, c8 = (threadIdx.x % CH) * 8;
     const char *g = vbase + ((int64_t)(s0 + r0) * a.vs2 + c8) * 2;
     const int64_t gstep = (int64_t)RP * a.vs2 * 2;
-    __nv_bfloat16 *sp = vs + r0 * LD + c8;
+    __nv_bfloat16 *sp = vs + km_sw<KM2_SUB>(r0, c8);
     if (s0 + KM2_SUB <= a.S) {
 #pragma unroll
-        for (int m = 0; m < KM2_SUB / RP; ++m) cp_async_16(sp + m * RP * LD, g + m * gstep);
+        for (int m = 0; m < KM2_SUB / RP; ++m) cp_async_16(sp + m * RP * 64, g + m * gstep);
     } else {
 #pragma unroll
         for (int m = 0; m < KM2_SUB / RP; ++m) {
             if (s0 + r0 + m * RP < a.S)
-                cp_async_16(sp + m * RP * LD, g + m * gstep);
+                cp_async_16(sp + m * RP * 64, g + m * gstep);
             else
-                *reinterpret_cast<uint4 *>(sp + m * RP * LD) = make_uint4(0, 0, 0, 0);
+                *reinterpret_cast<uint4 *>(sp + m * RP * 64) = make_uint4(0, 0, 0, 0);
         }
     }
 }
 
-template <int D, bool FULL>
+/* bytes of the fused path's shared tiles (after the 1024-byte alignment of the base) */
+template <int D>
+struct km2_lay {
+    static constexpr int CS = KM2_K * D * 2, VB = KM2_SUB * D * 2, OH = KM2_K * KM2_SUB * 2;
+    static constexpr int SMALL = 3 * KM2_K * 4 + KM2_K * 4 + 16 + KM2_SUB * 2;
+    static constexpr int TOTAL = CS + 2 * VB + OH + SMALL + 1024;
+};
+
+template <int D, bool FULL, int MODE, bool ACC>
 __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned char *sm, int it, int bh, int tile) {
-    constexpr int LD = D + KM_PAD, NCH = D / 4; /* channels per warp in the sums */
-    constexpr int LDO = KM2_SUB + KM_PAD;       /* one-hot row stride */
-    __nv_bfloat16 *cs = reinterpret_cast<__nv_bfloat16 *>(sm);       /* [64][LD] */
-    __nv_bfloat16 *vbuf = cs + KM2_K * LD;                             /* [2][128][LD] */
-    float *cn = reinterpret_cast<float *>(vbuf + 2 * KM2_SUB * LD);    /* [64] */
-    int *cnt_s = reinterpret_cast<int *>(cn + KM2_K);                  /* [64] */
-    int *tot = cnt_s + KM2_K;                                          /* [64] */
-    int *flag = tot + KM2_K;                                           /* [4] */
-    uint16_t *lab16 = reinterpret_cast<uint16_t *>(flag + 4);          /* [128] */
-    __nv_bfloat16 *oh = reinterpret_cast<__nv_bfloat16 *>(lab16 + KM2_SUB); /* [64][LDO] one-hot */
+    typedef km2_lay<D> L;
+    __nv_bfloat16 *cs = reinterpret_cast<__nv_bfloat16 *>(sm);                /* centroids */
+    __nv_bfloat16 *vbuf = reinterpret_cast<__nv_bfloat16 *>(sm + L::CS);      /* [2] V sub-tiles */
+    __nv_bfloat16 *oh = reinterpret_cast<__nv_bfloat16 *>(sm + L::CS + 2 * L::VB); /* one-hot */
+    float *cn = reinterpret_cast<float *>(sm + L::CS + 2 * L::VB + L::OH);    /* [64] */
+    int *cnt_s = reinterpret_cast<int *>(cn + KM2_K);                          /* [64] */
+    int *tot = cnt_s + KM2_K;                                                  /* [64] */
+    int *flag = tot + KM2_K;                                                   /* [4] */
+    uint16_t *lab16 = reinterpret_cast<uint16_t *>(flag + 4);                  /* [128] */
 
     const int K = FULL ? KM2_K : a.K, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int qr = lane >> 2, qc = (lane & 3) * 2;
-    const bool accumulate = it < a.iters;
+    const int wg = warp >> 2; /* warpgroup */
+    constexpr bool accumulate = ACC; /* it < a.iters; a template so that no wgmma sits in a divergent branch */
+    constexpr bool dist_wg = !(MODE & 1), sums_wg = D == 128 && !(MODE & 2);
     const int b = bh / a.H, h = bh % a.H;
     const char *vbase = reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1) * 2;
     const int sb = (int)((int64_t)tile * a.nsub / a.P), se = (int)((int64_t)(tile + 1) * a.nsub / a.P);
     const int n = se - sb;
+    const uint32_t cs_a = (uint32_t)__cvta_generic_to_shared(cs), vb_a = (uint32_t)__cvta_generic_to_shared(vbuf),
+                   oh_a = (uint32_t)__cvta_generic_to_shared(oh);
 
-    /* centroids (BF16) and their norms; the first V sub-tile in the same group */
+    /* centroids (BF16, rows >= K zero) and their norms; the first V sub-tile in the same group */
     {
         const __nv_bfloat16 *cg = a.centb + (int64_t)bh * K * D;
-        for (int i = tid; i < K * (D / 8); i += KM2_THREADS) {
+        for (int i = tid; i < KM2_K * (D / 8); i += KM2_THREADS) {
             int r = i / (D / 8), c8 = (i % (D / 8)) * 8;
-            cp_async_16(&cs[r * LD + c8], cg + r * D + c8);
+            if (FULL || r < K)
+                cp_async_16(&cs[km_sw<KM2_K>(r, c8)], cg + r * D + c8);
+            else
+                *reinterpret_cast<uint4 *>(&cs[km_sw<KM2_K>(r, c8)]) = make_uint4(0, 0, 0, 0);
         }
         if (tid < KM2_K) {
             cn[tid] = tid < K ? __ldcg(a.cnorm + (int64_t)bh * K + tid) : INFINITY;
@@ -476,24 +550,20 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
         }
         if (tid < KM2_SUB) lab16[tid] = (uint16_t)KM2_BAD_LABEL;
         if (accumulate)
-            for (int i = tid; i < KM2_K * LDO / 8; i += KM2_THREADS)
-                reinterpret_cast<uint4 *>(oh)[i] = make_uint4(0, 0, 0, 0);
+            for (int i = tid; i < L::OH / 16; i += KM2_THREADS) reinterpret_cast<uint4 *>(oh)[i] = make_uint4(0, 0, 0, 0);
         if (a.vec16) km2_issue<D>(a, vbase, sb * KM2_SUB, vbuf);
         cp_async_commit();
     }
 
-    float accs[2][4][4];
+    float accs[32];
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) accs[m][j][e] = 0.0f;
-    const int chh = warp >> 2, g = warp & 3; /* sums: cluster half, channel group */
+    for (int e = 0; e < 32; ++e) accs[e] = 0.0f;
+    const int chh = warp >> 2, g = warp & 3; /* mma.sync sums: cluster half, channel group */
 
     for (int j = 0; j < n; ++j) {
         const int s0 = (sb + j) * KM2_SUB;
-        __nv_bfloat16 *vs = vbuf + (j & 1) * KM2_SUB * LD;
+        __nv_bfloat16 *vs = vbuf + (j & 1) * (L::VB / 2);
+        const uint32_t vs_a = vb_a + (j & 1) * L::VB;
         if (!a.vec16) {
             for (int i = tid; i < KM2_SUB * D / 2; i += KM2_THREADS) {
                 int r = (2 * i) / D, d = (2 * i) % D, s = s0 + r;
@@ -504,43 +574,63 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
                 } else {
                     pair = __floats2bfloat162_rn(0.0f, 0.0f);
                 }
-                *reinterpret_cast<__nv_bfloat162 *>(&vs[r * LD + d]) = pair;
+                *reinterpret_cast<__nv_bfloat162 *>(&vs[km_sw<KM2_SUB>(r, d)]) = pair;
             }
         }
         cp_async_wait<0>();
         if (a.vec16 && !a.is_bf16) /* FP16 -> BF16 in place, each thread its own chunks */
             for (int i = tid; i < KM2_SUB * (D / 8); i += KM2_THREADS) {
                 int r = i / (D / 8), c8 = (i % (D / 8)) * 8;
-                uint16_t *e = reinterpret_cast<uint16_t *>(&vs[r * LD + c8]);
+                uint16_t *e = reinterpret_cast<uint16_t *>(&vs[km_sw<KM2_SUB>(r, c8)]);
 #pragma unroll
                 for (int q = 0; q < 8; ++q)
                     e[q] = __bfloat16_as_ushort(__float2bfloat16_rn(__half2float(__ushort_as_half(e[q]))));
             }
+        km_fence_async_smem(); /* this thread's shared writes -> visible to wgmma */
+        if (accumulate && sums_wg) { /* the sums of sub-tile j-1 have read their V and one-hot */
+            km_wgmma_wait0();
+            km_reg_fence(accs);
+        }
         __syncthreads(); /* sub-tile j visible; every warp is past sub-tile j-1 */
-        if (a.vec16 && j + 1 < n) km2_issue<D>(a, vbase, s0 + KM2_SUB, vbuf + ((j + 1) & 1) * KM2_SUB * LD);
+        if (a.vec16 && j + 1 < n) km2_issue<D>(a, vbase, s0 + KM2_SUB, vbuf + ((j + 1) & 1) * (L::VB / 2));
         cp_async_commit();
 
-        /* distances: tokens 16w.. x all centroids */
+        /* distances: tokens 16w.. x all 64 centroids */
         {
-            float acc[8][4];
+            float acc[32];
+            if (dist_wg) {
+                /* warpgroup wg: tokens 64wg.. x 64 centroids, B read once per warpgroup */
 #pragma unroll
-            for (int t = 0; t < 8; ++t)
+                for (int e = 0; e < 32; ++e) acc[e] = 0.0f;
+                km_wgmma_fence();
 #pragma unroll
-                for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
-            const __nv_bfloat16 *arow = vs + (warp * 16 + (lane & 15)) * LD + (lane >> 4) * 8;
-            const __nv_bfloat16 *brow = cs + ((lane & 7) + ((lane >> 4) << 3)) * LD + ((lane >> 3) & 1) * 8;
+                for (int kk = 0; kk < D / 16; ++kk) {
+                    const uint32_t koff = (kk & 3) * 32;
+                    const uint64_t da = km_desc(vs_a + (kk >> 2) * (KM2_SUB * 128) + wg * 64 * 128 + koff);
+                    const uint64_t db = km_desc(cs_a + (kk >> 2) * (KM2_K * 128) + koff);
+                    km_wgmma_64x64<0>(acc, da, db, kk > 0);
+                }
+                km_wgmma_commit();
+                km_wgmma_wait0();
+                km_reg_fence(acc);
+            } else {
 #pragma unroll
-            for (int k0 = 0; k0 < D; k0 += 16) {
-                uint32_t af[4];
-                ldmatrix_x4(af, arow + k0);
+                for (int e = 0; e < 32; ++e) acc[e] = 0.0f;
+                const int ar = warp * 16 + (lane & 15), ac = (lane >> 4) * 8;
+                const int br = (lane & 7) + ((lane >> 4) << 3), bc = ((lane >> 3) & 1) * 8;
 #pragma unroll
-                for (int p = 0; p < 4; ++p) {
-                    if (p * 16 < K) {
-                        uint32_t bf[4];
-                        ldmatrix_x4(bf, brow + p * 16 * LD + k0);
-                        const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
-                        mma_bf16_16816(acc[2 * p], af, b0);
-                        mma_bf16_16816(acc[2 * p + 1], af, b1);
+                for (int k0 = 0; k0 < D; k0 += 16) {
+                    uint32_t af[4];
+                    ldmatrix_x4(af, vs + km_sw<KM2_SUB>(ar, k0 + ac));
+#pragma unroll
+                    for (int p = 0; p < 4; ++p) {
+                        if (p * 16 < K) {
+                            uint32_t bf[4];
+                            ldmatrix_x4(bf, cs + km_sw<KM2_K>(br + p * 16, k0 + bc));
+                            const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
+                            mma_bf16_16816(*reinterpret_cast<float(*)[4]>(&acc[8 * p]), af, b0);
+                            mma_bf16_16816(*reinterpret_cast<float(*)[4]>(&acc[8 * p + 4]), af, b1);
+                        }
                     }
                 }
             }
@@ -556,8 +646,8 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
 #pragma unroll
                 for (int t = 0; t < 8; ++t) {
                     if (t * 8 < K) {
-                        const float d0 = __fmaf_rn(-2.0f, acc[t][hf * 2], c2[t].x);
-                        const float d1 = __fmaf_rn(-2.0f, acc[t][hf * 2 + 1], c2[t].y);
+                        const float d0 = __fmaf_rn(-2.0f, acc[4 * t + hf * 2], c2[t].x);
+                        const float d1 = __fmaf_rn(-2.0f, acc[4 * t + hf * 2 + 1], c2[t].y);
                         if (d0 < best) { best = d0; arg = t * 8 + qc; }
                         if (d1 < best) { best = d1; arg = t * 8 + qc + 1; }
                     }
@@ -574,36 +664,51 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
                     const bool valid = s0 + r < a.S;
                     if (accumulate) {
                         const int old = lab16[r];
-                        if (old != (int)KM2_BAD_LABEL) oh[old * LDO + r] = __float2bfloat16_rn(0.0f);
-                        if (valid) oh[arg * LDO + r] = __float2bfloat16_rn(1.0f);
+                        __nv_bfloat16 *ob = oh + (r >> 6) * (KM2_K * 64); /* token block r / 64 */
+                        if (old != (int)KM2_BAD_LABEL) ob[km_sw<KM2_K>(old, r & 63)] = __float2bfloat16_rn(0.0f);
+                        if (valid) ob[km_sw<KM2_K>(arg, r & 63)] = __float2bfloat16_rn(1.0f);
                     }
                     lab16[r] = valid ? (uint16_t)arg : (uint16_t)KM2_BAD_LABEL;
                     if (valid) atomicAdd(&cnt_s[arg], 1); /* integers: order-free */
                 }
             }
         }
+        km_fence_async_smem();
         __syncthreads(); /* labels of sub-tile j visible */
 
         if (accumulate) {
-            if (chh * 32 < K) {
-                const __nv_bfloat16 *brow = vs + ((lane & 7) + ((lane >> 3) & 1) * 8) * LD + g * NCH + (lane >> 4) * 8;
-                const __nv_bfloat16 *orow = oh + (chh * 32 + (lane & 15)) * LDO + (lane >> 4) * 8;
+            if (sums_wg) {
+                /* onehot [64 clusters x 128 tokens] . V [128 tokens x 64 channels of warpgroup wg],
+                 * accumulated over the tile; waited for before the next sub-tile's barrier */
+                km_wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < KM2_SUB / 16; ++kk) {
+                    const uint64_t da = km_desc(oh_a + (kk >> 2) * (KM2_K * 128) + (kk & 3) * 32);
+                    const uint64_t db = km_desc(vs_a + wg * (KM2_SUB * 128) + kk * 16 * 128);
+                    km_wgmma_64x64<1>(accs, da, db, 1);
+                }
+                km_wgmma_commit();
+            } else if (chh * 32 < K) {
+                constexpr int NCH = D / 4; /* channels per warp */
+                const int br = (lane & 7) + ((lane >> 3) & 1) * 8, bc = g * NCH + (lane >> 4) * 8;
+                const int orow = chh * 32 + (lane & 15), ocol = (lane >> 4) * 8;
                 const bool m1 = FULL || chh * 32 + 16 < K;
 #pragma unroll
                 for (int k0 = 0; k0 < KM2_SUB; k0 += 16) {
                     uint32_t a0[4], a1[4];
-                    ldmatrix_x4(a0, orow + k0);
-                    if (m1) ldmatrix_x4(a1, orow + 16 * LDO + k0);
+                    const int tcol = k0 + ocol, tb = (tcol >> 6) * (KM2_K * 64);
+                    ldmatrix_x4(a0, oh + tb + km_sw<KM2_K>(orow, tcol & 63));
+                    if (m1) ldmatrix_x4(a1, oh + tb + km_sw<KM2_K>(orow + 16, tcol & 63));
 #pragma unroll
                     for (int n0 = 0; n0 < NCH; n0 += 16) {
                         uint32_t bf[4];
-                        ldmatrix_x4_trans(bf, brow + k0 * LD + n0);
+                        ldmatrix_x4_trans(bf, vs + km_sw<KM2_SUB>(k0 + br, bc + n0));
                         const uint32_t b01[2] = {bf[0], bf[1]}, b23[2] = {bf[2], bf[3]};
-                        mma_bf16_16816(accs[0][n0 / 8], a0, b01);
-                        mma_bf16_16816(accs[0][n0 / 8 + 1], a0, b23);
+                        mma_bf16_16816(*reinterpret_cast<float(*)[4]>(&accs[(n0 / 8) * 4]), a0, b01);
+                        mma_bf16_16816(*reinterpret_cast<float(*)[4]>(&accs[(n0 / 8 + 1) * 4]), a0, b23);
                         if (m1) {
-                            mma_bf16_16816(accs[1][n0 / 8], a1, b01);
-                            mma_bf16_16816(accs[1][n0 / 8 + 1], a1, b23);
+                            mma_bf16_16816(*reinterpret_cast<float(*)[4]>(&accs[16 + (n0 / 8) * 4]), a1, b01);
+                            mma_bf16_16816(*reinterpret_cast<float(*)[4]>(&accs[16 + (n0 / 8 + 1) * 4]), a1, b23);
                         }
                     }
                 }
@@ -615,18 +720,36 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
     }
 
     /* this tile's partial sums and counts */
+    if (accumulate && sums_wg) {
+        km_wgmma_wait0();
+        km_reg_fence(accs);
+    }
     __syncthreads();
-    if (accumulate && chh * 32 < K) {
+    if (accumulate) {
         float *dst = a.part_sum + ((int64_t)bh * a.P + tile) * K * D;
+        if (sums_wg) {
+            /* thread: clusters 16(w%4) + g (+8), channels 64wg + 8j + 2t (+1) */
 #pragma unroll
-        for (int m = 0; m < 2; ++m) {
-            if (chh * 32 + m * 16 >= K) break;
-            const int c0 = chh * 32 + m * 16 + qr;
+            for (int hh = 0; hh < 2; ++hh) {
+                const int c = g * 16 + hh * 8 + qr;
+                if (c < K)
 #pragma unroll
-            for (int t = 0; t < NCH / 8; ++t) {
-                const int col = g * NCH + t * 8 + qc;
-                __stcg(reinterpret_cast<float2 *>(&dst[c0 * D + col]), make_float2(accs[m][t][0], accs[m][t][1]));
-                __stcg(reinterpret_cast<float2 *>(&dst[(c0 + 8) * D + col]), make_float2(accs[m][t][2], accs[m][t][3]));
+                    for (int t = 0; t < 8; ++t)
+                        __stcg(reinterpret_cast<float2 *>(&dst[c * D + wg * 64 + t * 8 + qc]),
+                               make_float2(accs[4 * t + 2 * hh], accs[4 * t + 2 * hh + 1]));
+            }
+        } else if (chh * 32 < K) {
+            constexpr int NCH = D / 4;
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                if (chh * 32 + m * 16 >= K) break;
+                const int c0 = chh * 32 + m * 16 + qr;
+#pragma unroll
+                for (int t = 0; t < NCH / 8; ++t) {
+                    const int col = g * NCH + t * 8 + qc;
+                    __stcg(reinterpret_cast<float2 *>(&dst[c0 * D + col]), make_float2(accs[m * 16 + t * 4], accs[m * 16 + t * 4 + 1]));
+                    __stcg(reinterpret_cast<float2 *>(&dst[(c0 + 8) * D + col]), make_float2(accs[m * 16 + t * 4 + 2], accs[m * 16 + t * 4 + 3]));
+                }
             }
         }
     }
@@ -718,8 +841,7 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
 /* the tile's tokens to their places: perm[offset(c, tile) + rank among the tile's c] = token */
 template <int D>
 __device__ __forceinline__ void km2_scatter_item(const km2_args &a, unsigned char *sm, int bh, int tile) {
-    constexpr int LD = D + KM_PAD;
-    int *wc = reinterpret_cast<int *>(sm + (size_t)KM2_K * LD * 2);  /* [8][64], in the V buffers */
+    int *wc = reinterpret_cast<int *>(sm + km2_lay<D>::CS);          /* [8][64], in the V buffers */
     int *base = wc + 8 * KM2_K;                                        /* [64] */
     const int K = a.K, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int sb = (int)((int64_t)tile * a.nsub / a.P), se = (int)((int64_t)(tile + 1) * a.nsub / a.P);
@@ -752,10 +874,12 @@ __device__ __forceinline__ void km2_scatter_item(const km2_args &a, unsigned cha
     }
 }
 
-template <int D, bool FULL>
+template <int D, bool FULL, int MODE>
 __global__ void __launch_bounds__(KM2_THREADS, 2) km2_main(const km2_args a) {
     extern __shared__ __align__(16) unsigned char km2_smem[];
     __shared__ long long s_item;
+    /* the swizzled tiles want 1024-byte alignment (the launch adds 1 KB of slack) */
+    unsigned char *sm = km2_smem + ((1024u - ((uint32_t)__cvta_generic_to_shared(km2_smem) & 1023u)) & 1023u);
     const int per_it = a.BH * a.P;
     for (;;) {
         if (threadIdx.x == 0) s_item = (long long)atomicAdd(a.next, 1ull);
@@ -770,9 +894,12 @@ __global__ void __launch_bounds__(KM2_THREADS, 2) km2_main(const km2_args a) {
             __syncthreads();
         }
         if (it == a.iters + 1)
-            km2_scatter_item<D>(a, km2_smem, bh, tile);
+            km2_scatter_item<D>(a, sm, bh, tile);
         else
-            km2_cluster_item<D, FULL>(a, km2_smem, it, bh, tile);
+            if (it < a.iters)
+                km2_cluster_item<D, FULL, MODE, true>(a, sm, it, bh, tile);
+            else
+                km2_cluster_item<D, FULL, MODE, false>(a, sm, it, bh, tile);
     }
 }
 
@@ -876,21 +1003,20 @@ static int km_vec16(const vcattn_gpu_kmeans_params *p) {
     return ((uintptr_t)p->v % 16 == 0) && p->v_stride[0] % 8 == 0 && p->v_stride[1] % 8 == 0 && p->v_stride[2] % 8 == 0;
 }
 
-template <int D, bool FULL>
+template <int D, bool FULL, int MODE>
 static vcattn_status km2_launch(const km2_args &a, cudaStream_t stream) {
-    const size_t smem = (size_t)(KM2_K + 2 * KM2_SUB) * (D + KM_PAD) * 2 + (3 * KM2_K + 4) * sizeof(int) +
-                        KM2_SUB * sizeof(uint16_t) + (size_t)KM2_K * (KM2_SUB + KM_PAD) * 2;
+    const size_t smem = km2_lay<D>::TOTAL;
     vcattn_status st;
-    if ((st = km_cuda(cudaFuncSetAttribute(km2_main<D, FULL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))
+    if ((st = km_cuda(cudaFuncSetAttribute(km2_main<D, FULL, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))
         return st;
     int dev = 0, sms = 0, per_sm = 0;
     if ((st = km_cuda(cudaGetDevice(&dev))) || (st = km_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))) ||
-        (st = km_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, km2_main<D, FULL>, KM2_THREADS, smem))))
+        (st = km_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, km2_main<D, FULL, MODE>, KM2_THREADS, smem))))
         return st;
     if (per_sm < 1) return VCATTN_STATUS_CUDA_ERROR;
     long long grid = (long long)sms * per_sm;
     if (grid > a.total) grid = a.total;
-    km2_main<D, FULL><<<(unsigned)grid, KM2_THREADS, smem, stream>>>(a);
+    km2_main<D, FULL, MODE><<<(unsigned)grid, KM2_THREADS, smem, stream>>>(a);
     return VCATTN_STATUS_SUCCESS;
 }
 
@@ -979,6 +1105,12 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
         a.iters = p->iterations;
         a.is_bf16 = p->dtype == VCATTN_GPU_DTYPE_BF16;
         a.vec16 = km_vec16(p);
+        {
+            /* A/B switch for measurements: VCATTN_KMEANS_MMA_SYNC=1 distances, 2 sums, 3 both by
+             * mma.sync (the session-3 products) instead of wgmma */
+            const char *e = getenv("VCATTN_KMEANS_MMA_SYNC");
+            a.mma_sync = e ? atoi(e) & 3 : 0;
+        }
         a.total = ((long long)p->iterations + 2) * L.bh * L.P;
         a.cent = cent;
         a.centb = (__nv_bfloat16 *)(ws + L.centb);
@@ -992,10 +1124,13 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
         a.done = (int *)(ws + L.ctr + sizeof(unsigned long long));
         a.ready = a.done + L.bh;
         km2_init<<<dim3(K, (unsigned)L.bh), 128, 0, stream>>>(a, D, p->init_centroids, p->seed);
-        if (D == 128)
-            st = K == KM2_K ? km2_launch<128, true>(a, stream) : km2_launch<128, false>(a, stream);
+        if (D == 128 && K == KM2_K && a.mma_sync) /* the A/B variants: D = 128, k = 64 only */
+            st = a.mma_sync == 1 ? km2_launch<128, true, 1>(a, stream)
+               : a.mma_sync == 2 ? km2_launch<128, true, 2>(a, stream) : km2_launch<128, true, 3>(a, stream);
+        else if (D == 128)
+            st = K == KM2_K ? km2_launch<128, true, 0>(a, stream) : km2_launch<128, false, 0>(a, stream);
         else
-            st = K == KM2_K ? km2_launch<64, true>(a, stream) : km2_launch<64, false>(a, stream);
+            st = K == KM2_K ? km2_launch<64, true, 0>(a, stream) : km2_launch<64, false, 0>(a, stream);
     }
     if (st) return st;
     size_t cent_bytes = (size_t)L.bh * K * D * sizeof(float);

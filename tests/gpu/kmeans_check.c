@@ -6,7 +6,9 @@
  *                                 iterations, warm 2, 4 and 0) and the share of one
  *                                 vsmooth-expcast attention call (skipped when
  *                                 KM_NO_ATTENTION is set); exit 1 if the calls differ
- * Prints "N passed, N failed" after check. */
+ * Prints "N passed, N failed" after check, and "HASH ..." lines (FNV-1a of the permutation,
+ * labels and centroids) for each checked run and the cold benchmark call, so that two builds
+ * can be compared result for result (diff their HASH lines). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
@@ -60,6 +62,14 @@ static input make_input(int64_t B, int64_t H, int64_t T, int64_t Hh, int64_t W, 
     return in;
 }
 
+/* FNV-1a of a buffer: the HASH lines let two builds be compared result for result */
+static unsigned long long fnv(const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    unsigned long long h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 static void free_input(input *in) { free(in->v); free(in->vb); cudaFree(in->dv); }
 
 typedef struct {
@@ -96,6 +106,12 @@ static void run_exec(run *r, const input *in) {
     CUDA_OK(cudaMemcpy(r->perm, r->dperm, nl * 4, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(r->labels, r->dlabels, nl * 4, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(r->cent, r->dcent, nc * 4, cudaMemcpyDeviceToHost));
+}
+
+static void print_hash(const input *in, const run *r, const char *what) {
+    size_t nl = (size_t)(in->B * in->H * in->S), nc = (size_t)(in->B * in->H * r->p.clusters * in->D);
+    printf("HASH %s: perm %016llx labels %016llx centroids %016llx\n", what, fnv(r->perm, nl * 4),
+           fnv(r->labels, nl * 4), fnv(r->cent, nc * 4));
 }
 
 static void run_free(run *r) {
@@ -191,6 +207,7 @@ static void variant_check(const input *base, int k, int Dv, int fp16, int misali
     r.p.dtype = fp16 ? VCATTN_GPU_DTYPE_FP16 : VCATTN_GPU_DTYPE_BF16;
     run_exec(&r, &in);
     check_structure(&in, &r, what);
+    print_hash(&in, &r, what);
     size_t nl = (size_t)(in.B * in.H * in.S);
     int32_t *perm1 = malloc(nl * 4);
     memcpy(perm1, r.perm, nl * 4);
@@ -217,6 +234,7 @@ static int cmd_check(void) {
         run_setup(&r, &in, 64);
         run_exec(&r, &in);
         check_structure(&in, &r, what);
+        print_hash(&in, &r, what);
         /* determinism: a second run is bitwise identical */
         int32_t *perm1 = malloc((size_t)(in.B * in.H * in.S) * 4);
         memcpy(perm1, r.perm, (size_t)(in.B * in.H * in.S) * 4);
@@ -253,6 +271,7 @@ static int cmd_check(void) {
             r.p.iterations = 2;
             run_exec(&r, &in);
             check_structure(&in, &r, "warm start");
+            print_hash(&in, &r, "warm start");
             double s_warm = energy_share(&in, r.perm);
             printf("warm start (2 iterations) share %.2f%%\n", 100 * s_warm);
             EXPECT(s_warm >= s_gpu - 0.005, "warm start lost share: %.4f vs %.4f", s_warm, s_gpu);
@@ -366,6 +385,8 @@ static int cmd_bench(int64_t B, int64_t H, int64_t S, int64_t D) {
         CUDA_OK(cudaMemcpy(r.perm, r.dperm, nl * 4, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(r.cent, r.dcent, nc * 4, cudaMemcpyDeviceToHost));
         differ = memcmp(p1, r.perm, nl * 4) || memcmp(c1, r.cent, nc * 4);
+        printf("HASH bench (%lld,%lld,%lld,%lld) cold: perm %016llx centroids %016llx\n", (long long)B, (long long)H,
+               (long long)S, (long long)D, fnv(r.perm, nl * 4), fnv(r.cent, nc * 4));
         printf("DETERMINISM (%lld,%lld,%lld,%lld): two cold calls %s\n", (long long)B, (long long)H, (long long)S,
                (long long)D, differ ? "DIFFER" : "bitwise identical");
         free(p1);
