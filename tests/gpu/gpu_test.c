@@ -7,6 +7,10 @@
  *   gpu_test medium           (1,2,4096,4096,128) vs FP64 reference
  *   gpu_test small            one small shape (for compute-sanitizer)
  *   gpu_test bench B H Sq Skv D [iters]   times full call and kernel alone, 3 methods
+ *   gpu_test prepcheck        preprocessing only: vectorized vs scalar path bit for bit
+ *                             (whole workspace), codes vs the CPU, 8-byte-aligned views
+ *   gpu_test prepbench B H Sq Skv D [iters]   each preprocessing pass alone (GB/s of
+ *                             its bytes read + written) vs a cudaMemcpy D2D, same run
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -17,6 +21,12 @@
 
 #include "numerics.h"
 #include "vcattn.h"
+
+/* test/benchmark knob of src/cuda/preprocess.cu (not in the public header): impl 0 =
+ * vectorized path when the views allow, 1 = scalar path, 2 = vectorized with 3 key
+ * blocks per V-statistics CTA; passes = bit mask
+ * (1 K mean, 2 K quantize, 4 Q quantize, 8 V statistics, 16 V quantize) */
+void vcattn_gpu_prep_debug(int impl, unsigned passes);
 
 #define CK(x)                                                                                     \
     do {                                                                                          \
@@ -498,9 +508,234 @@ static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, i
     return 0;
 }
 
+/* ---- preprocessing alone ---------------------------------------------------------------- */
+
+/* the workspace regions the passes write, compared bit for bit (k_partial excluded) */
+static int prep_compare(const vcattn_gpu_layout *L, const uint8_t *a, const uint8_t *b, char *what, size_t n) {
+    struct { const char *name; size_t off; } r[] = {
+        {"q_codes", L->q_codes}, {"q_scale", L->q_scale}, {"q_km", L->q_km}, {"k_codes", L->k_codes},
+        {"k_scale", L->k_scale}, {"k_mean", L->k_mean}, {"k_partial", L->k_partial}, {"v_codes", L->v_codes},
+        {"v_scale", L->v_scale}, {"v_mean", L->v_mean}, {"v_block_mean", L->v_block_mean},
+        {"v_amax", L->v_amax}, {"v_mean_tc", L->v_mean_tc}, {"end", L->total}};
+    int diff = 0;
+    what[0] = 0;
+    for (int i = 0; i + 1 < (int)(sizeof r / sizeof r[0]); ++i) {
+        if (!strcmp(r[i].name, "k_partial")) continue;
+        if (memcmp(a + r[i].off, b + r[i].off, r[i + 1].off - r[i].off)) {
+            size_t len = strlen(what);
+            snprintf(what + len, n - len, " %s", r[i].name);
+            diff++;
+        }
+    }
+    return diff;
+}
+
+static int prep_check_shape(const shape_t *s) {
+    inputs_t in;
+    make_inputs(s, &in);
+    int fails = 0;
+    for (int mi = 0; mi < 3; ++mi) {
+        vcattn_method m = k_methods[mi];
+        vcattn_gpu_params gp;
+        gpu_params(s, &in, m, &gp);
+        size_t wsb;
+        VK(vcattn_gpu_workspace_size(&gp, &wsb));
+        vcattn_gpu_layout L;
+        VK(vcattn_gpu_workspace_layout(&gp, &L));
+        void *ws;
+        CK(cudaMalloc(&ws, wsb));
+        uint8_t *h[3];
+        for (int impl = 0; impl < 3; ++impl) {
+            vcattn_gpu_prep_debug(impl, 31u);
+            CK(cudaMemset(ws, 0xCD, wsb));
+            VK(vcattn_gpu_preprocess(&gp, ws, wsb, NULL));
+            CK(cudaDeviceSynchronize());
+            h[impl] = (uint8_t *)malloc(wsb);
+            CK(cudaMemcpy(h[impl], ws, wsb, cudaMemcpyDeviceToHost));
+        }
+        char what[300];
+        int nd = prep_compare(&L, h[0], h[1], what, sizeof what);
+        if (!nd) nd = prep_compare(&L, h[2], h[1], what, sizeof what); /* 3 key blocks per V-stats CTA */
+        /* the vectorized result vs the CPU contract */
+        vcattn_gpu_prep_debug(0, 31u);
+        CK(cudaMemset(ws, 0xCD, wsb));
+        VK(vcattn_gpu_preprocess(&gp, ws, wsb, NULL));
+        CK(cudaDeviceSynchronize());
+        long total = 0, bad = check_codes(s, &in, m, &gp, ws, &total);
+        /* views misaligned by 8 bytes: must take the scalar path and still be right */
+        void *mis[3];
+        const int64_t nq = s->B * s->H * s->Sq * s->D, nk = s->B * s->H * s->Skv * s->D;
+        const int64_t cnt[3] = {nq, nk, nk};
+        void *src[3] = {in.dq, in.dk, in.dv};
+        for (int t = 0; t < 3; ++t) {
+            CK(cudaMalloc(&mis[t], 2 * (size_t)cnt[t] + 16));
+            CK(cudaMemcpy((uint16_t *)mis[t] + 4, src[t], 2 * (size_t)cnt[t], cudaMemcpyDeviceToDevice));
+        }
+        gp.q = (uint16_t *)mis[0] + 4;
+        gp.k = (uint16_t *)mis[1] + 4;
+        gp.v = (uint16_t *)mis[2] + 4;
+        CK(cudaMemset(ws, 0xCD, wsb));
+        VK(vcattn_gpu_preprocess(&gp, ws, wsb, NULL));
+        CK(cudaDeviceSynchronize());
+        long total2 = 0, bad2 = check_codes(s, &in, m, &gp, ws, &total2);
+        for (int t = 0; t < 3; ++t) CK(cudaFree(mis[t]));
+        int ok = nd == 0 && bad == 0 && bad2 == 0;
+        printf("%-4s (%lld,%lld,%lld,%lld,%lld)%s%s%s%s %-21s vec==scalar %s%s | codes vec %ld/%ld bad, 8B-aligned %ld/%ld bad\n",
+               ok ? "ok" : "FAIL", (long long)s->B, (long long)s->H, (long long)s->Sq, (long long)s->Skv,
+               (long long)s->D, s->bshd ? " bshd" : "", s->outliers ? " outl" : "", s->fp16_in ? " f16" : "",
+               s->use_perm ? " perm" : "", vcattn_method_name(m), nd ? "DIFF:" : "yes", what, bad, total, bad2, total2);
+        fails += !ok;
+        free(h[0]); free(h[1]); free(h[2]);
+        CK(cudaFree(ws));
+    }
+    free_inputs(&in);
+    return fails;
+}
+
+static int run_prepcheck(void) {
+    shape_t shapes[] = {
+        {1, 2, 1, 1, 128, 0, 0, 0, 1, 1},       {1, 2, 127, 127, 128, 0, 0, 0, 1, 1},
+        {1, 2, 129, 129, 128, 0, 1, 0, 1, 1},   {1, 2, 300, 300, 128, 0, 0, 1, 1, 1},
+        {1, 2, 1024, 3000, 128, 0, 1, 0, 1, 1}, {1, 2, 300, 1024, 128, 1, 0, 0, 0, 1},
+        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 0},   {2, 3, 129, 300, 64, 0, 1, 0, 1, 1},
+        {1, 2, 513, 1000, 64, 1, 0, 1, 0, 0},   {1, 2, 200, 2500, 64, 0, 1, 0, 1, 1},
+        {1, 1, 4100, 9000, 128, 1, 1, 0, 0, 1},
+    };
+    int fails = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) fails += prep_check_shape(&shapes[i]);
+    vcattn_gpu_prep_debug(0, 31u);
+    printf("prepcheck: %d failed\n", fails);
+    return fails;
+}
+
+/* bytes each pass must read + write (inputs once, every output array once) */
+static void prep_pass_bytes(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int lse, int vsmooth, double by[5]) {
+    const double BH = (double)(B * H), sqp = (double)((Sq + 127) / 128 * 128), skp = (double)((Skv + 127) / 128 * 128);
+    const double nkb = skp / 128, nchunk = (double)((Skv + 1023) / 1024);
+    const double in_k = BH * Skv * D * 2, in_q = BH * Sq * D * 2;
+    by[0] = in_k + BH * nchunk * 128 * 8 + BH * D * 4;                         /* K mean (+ partials, mean) */
+    by[1] = in_k + BH * skp * 128 + BH * nkb * 4 * 4;                          /* K codes, scales */
+    by[2] = in_q + BH * sqp * 128 + BH * (sqp / 64) * 32 * 4 + (lse ? BH * Sq * 4 : 0); /* Q codes, scales */
+    by[3] = in_k + (vsmooth ? BH * nkb * 128 * 4 : 0);                        /* V: block means */
+    by[4] = in_k + BH * 128 * skp + BH * 128 * 4 +                            /* V^T codes, scales */
+            (vsmooth ? BH * nkb * 128 * (4 + 4 + 16) : 0); /* block means in, FP16 means x2 out */
+}
+
+static float time_median(int iters, float *t) {
+    qsort(t, (size_t)iters, sizeof(float), cmp_float);
+    return t[iters / 2];
+}
+
+static int run_prepbench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
+    shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1};
+    int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
+    inputs_t in;
+    memset(&in, 0, sizeof in);
+    const int64_t chunk = (int64_t)1 << 24;
+    uint16_t *h = (uint16_t *)malloc(2 * (size_t)chunk);
+    CK(cudaMalloc(&in.dq, 2 * (size_t)nq));
+    CK(cudaMalloc(&in.dk, 2 * (size_t)nk));
+    CK(cudaMalloc(&in.dv, 2 * (size_t)nk));
+    CK(cudaMalloc(&in.dout, 2 * (size_t)nq));
+    void *dst[3] = {in.dq, in.dk, in.dv};
+    int64_t cnt[3] = {nq, nk, nk};
+    for (int64_t i = 0; i < chunk; ++i) h[i] = vc_bf16_bits(rnd_normal());
+    for (int t = 0; t < 3; ++t)
+        for (int64_t i0 = 0; i0 < cnt[t]; i0 += chunk) {
+            int64_t n = cnt[t] - i0 < chunk ? cnt[t] - i0 : chunk;
+            int64_t off = (int64_t)(rnd_u64() % (uint64_t)(chunk - n + 1)) & ~(int64_t)127;
+            CK(cudaMemcpy((uint16_t *)dst[t] + i0, h + off, 2 * (size_t)n, cudaMemcpyHostToDevice));
+        }
+    free(h);
+    /* a random V-Smooth permutation per head (the gather the real plans make) */
+    int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * H * Skv));
+    for (int64_t bh = 0; bh < B * H; ++bh) {
+        int32_t *p = perm + bh * Skv;
+        for (int64_t j = 0; j < Skv; ++j) p[j] = (int32_t)j;
+        for (int64_t j = Skv - 1; j > 0; --j) {
+            int64_t r = (int64_t)(rnd_u64() % (uint64_t)(j + 1));
+            int32_t t = p[j]; p[j] = p[r]; p[r] = t;
+        }
+    }
+    int32_t *dperm;
+    CK(cudaMalloc((void **)&dperm, sizeof(int32_t) * (size_t)(B * H * Skv)));
+    CK(cudaMemcpy(dperm, perm, sizeof(int32_t) * (size_t)(B * H * Skv), cudaMemcpyHostToDevice));
+    free(perm);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float t[64];
+    /* the copy reference: D2D of the Q input's size, bytes read + written */
+    double cbytes = 2.0 * nq;
+    for (int it = -2; it < iters; ++it) {
+        CK(cudaEventRecord(e0, 0));
+        CK(cudaMemcpyAsync(in.dout, in.dq, (size_t)cbytes, cudaMemcpyDeviceToDevice, 0));
+        CK(cudaEventRecord(e1, 0));
+        CK(cudaEventSynchronize(e1));
+        if (it >= 0) CK(cudaEventElapsedTime(&t[it], e0, e1));
+    }
+    float mc = time_median(iters, t);
+    double copy_gbs = 2 * cbytes / mc * 1e-6;
+    printf("PREPBENCH (%lld,%lld,%lld,%lld,%lld) memcpy D2D %.0f MB: %.3f ms = %.0f GB/s (read + write)\n", (long long)B,
+           (long long)H, (long long)Sq, (long long)Skv, (long long)D, cbytes * 1e-6, mc, copy_gbs);
+    static const char *pname[5] = {"K mean", "K quantize", "Q quantize", "V stats", "V quantize"};
+    struct { const char *name; vcattn_method m; int perm, lse; } cfg[] = {
+        {"vsmooth", VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, 0, 0},
+        {"vsmooth+perm+lse", VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, 1, 1},
+        {"sage2", VCATTN_METHOD_SAGE2_8BIT, 0, 0},
+    };
+    for (int ci = 0; ci < 3; ++ci) {
+        vcattn_gpu_params p;
+        gpu_params(&s, &in, cfg[ci].m, &p);
+        p.perm = cfg[ci].perm ? dperm : NULL;
+        p.lse = cfg[ci].lse ? (float *)in.dout : NULL; /* only q_km matters here; dout is scratch */
+        double by[5];
+        prep_pass_bytes(B, H, Sq, Skv, D, cfg[ci].lse, cfg[ci].m != VCATTN_METHOD_SAGE2_8BIT, by);
+        size_t wsb;
+        VK(vcattn_gpu_workspace_size(&p, &wsb));
+        void *ws;
+        CK(cudaMalloc(&ws, wsb));
+        for (int impl = 1; impl >= 0; --impl) {
+            double tot = 0, sum_ms = 0;
+            for (int ps = -1; ps < 5; ++ps) {
+                unsigned mask = ps < 0 ? 31u : 1u << ps;
+                vcattn_gpu_prep_debug(impl, 31u);
+                VK(vcattn_gpu_preprocess(&p, ws, wsb, NULL)); /* every input of the pass is in place */
+                vcattn_gpu_prep_debug(impl, mask);
+                for (int it = -2; it < iters; ++it) {
+                    CK(cudaEventRecord(e0, 0));
+                    VK(vcattn_gpu_preprocess(&p, ws, wsb, NULL));
+                    CK(cudaEventRecord(e1, 0));
+                    CK(cudaEventSynchronize(e1));
+                    if (it >= 0) CK(cudaEventElapsedTime(&t[it], e0, e1));
+                }
+                float ms = time_median(iters, t);
+                if (ps < 0) {
+                    tot = ms;
+                    continue;
+                }
+                sum_ms += ms;
+                double gbs = by[ps] / ms * 1e-6;
+                printf("PREP %-16s %-6s %-10s %8.3f ms %7.1f MB %6.0f GB/s %5.1f%% of copy\n", cfg[ci].name,
+                       impl ? "scalar" : "vector", pname[ps], ms, by[ps] * 1e-6, gbs, 100.0 * gbs / copy_gbs);
+            }
+            double all = by[0] + by[1] + by[2] + by[3] + by[4];
+            printf("PREP %-16s %-6s %-10s %8.3f ms %7.1f MB %6.0f GB/s %5.1f%% of copy (passes alone: %.3f ms)\n",
+                   cfg[ci].name, impl ? "scalar" : "vector", "all", tot, all * 1e-6, all / tot * 1e-6,
+                   100.0 * all / tot * 1e-6 / copy_gbs, sum_ms);
+        }
+        vcattn_gpu_prep_debug(0, 31u);
+        CK(cudaFree(ws));
+    }
+    CK(cudaGetLastError());
+    cudaFree(dperm);
+    cudaFree(in.dq); cudaFree(in.dk); cudaFree(in.dv); cudaFree(in.dout);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        printf("usage: %s check | medium | small | bench B H Sq Skv D [iters]\n", argv[0]);
+        printf("usage: %s check | medium | small | prepcheck | bench B H Sq Skv D [iters] | prepbench B H Sq Skv D [iters]\n", argv[0]);
         return 2;
     }
     vcattn_status ds = vcattn_gpu_device_check();
@@ -516,6 +751,13 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "check")) return run_check() ? 1 : 0;
     if (!strcmp(argv[1], "medium")) return run_medium() ? 1 : 0;
     if (!strcmp(argv[1], "small")) return run_small() ? 1 : 0;
+    if (!strcmp(argv[1], "prepcheck")) return run_prepcheck() ? 1 : 0;
+    if (!strcmp(argv[1], "prepbench") && argc >= 7) {
+        int iters = argc > 7 ? atoi(argv[7]) : 10;
+        if (iters < 1) iters = 1;
+        if (iters > 64) iters = 64;
+        return run_prepbench(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]), atoll(argv[6]), iters);
+    }
     if (!strcmp(argv[1], "bench") && argc >= 7) {
         int iters = argc > 7 ? atoi(argv[7]) : 10;
         if (iters < 1) iters = 1;
