@@ -1,13 +1,33 @@
-/* attention_common.cuh - pieces the TMA attention kernels (v3, v4) share:
- * the epilogue that normalizes, scales and stores a consumer's rows, and the
- * tensor-map helpers of the host side. */
+/* attention_common.cuh - pieces the TMA attention kernels (v3, v4, v5) share:
+ * the row max of an INT32 score fragment, the epilogue that normalizes, scales
+ * and stores a consumer's rows, and the tensor-map helpers of the host side. */
 #pragma once
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <limits.h>
 
 #include "gpu_common.cuh"
+
+/* Max of this thread's 32 INT32 scores of accumulator row g + 8 hh (columns
+ * 8j + 2t + e; masked past nvalid with TAIL): a tree of 3-input maxima of
+ * depth 4, 17 VIMNMX3 (two 16-deep chains sat on the softmax's critical path). */
+template <bool TAIL>
+__device__ __forceinline__ int vc_row_max_s32(const int32_t (&S)[64], int hh, int t, int nvalid) {
+    int v[32];
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) v[2 * j + e] = (!TAIL || 8 * j + 2 * t + e < nvalid) ? S[4 * j + 2 * hh + e] : INT_MIN;
+    int w[11];
+#pragma unroll
+    for (int i = 0; i < 10; ++i) w[i] = max(max(v[3 * i], v[3 * i + 1]), v[3 * i + 2]);
+    w[10] = max(v[30], v[31]);
+    const int x0 = max(max(w[0], w[1]), w[2]), x1 = max(max(w[3], w[4]), w[5]);
+    const int x2 = max(max(w[6], w[7]), w[8]), x3 = max(w[9], w[10]);
+    return max(max(x0, x1), max(x2, x3));
+}
 
 /* Epilogue of one consumer thread: rows row0 and row0 + 8 of the tile (the
  * wgmma accumulator rows it owns), columns 8j + 2t.  O / l times the V
@@ -77,3 +97,13 @@ static inline bool vc_tma_make_map(CUtensorMap *m, const void *base, uint64_t in
               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* The three tensor maps of the attention kernels: Q and K codes (rows of 128
+ * bytes), V^T codes (128 rows of skv_pad bytes per head); 128-row boxes. */
+struct vc_tma_maps {
+    CUtensorMap q, k, v;
+};
+static inline bool vc_attn_make_maps(const vc_attn_args &a, int BH, vc_tma_maps *m) {
+    return vc_tma_make_map(&m->q, a.q_codes, VC_GPU_DPAD, (uint64_t)BH * a.sq_pad, 128) &&
+           vc_tma_make_map(&m->k, a.k_codes, VC_GPU_DPAD, (uint64_t)BH * a.skv_pad, 128) &&
+           vc_tma_make_map(&m->v, a.v_codes, (uint64_t)a.skv_pad, (uint64_t)BH * VC_GPU_DPAD, 128);
+}

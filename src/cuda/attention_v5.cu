@@ -67,10 +67,6 @@ __device__ __forceinline__ float v5_lds_f32(uint32_t saddr) {
     return v;
 }
 
-struct vc_v5_maps {
-    CUtensorMap q, k, v;
-};
-
 /* ---- softmax of one block: S (int32 accumulator) -> P fragments ------------------------ */
 /* m: running max (log2 units), alpha: exp2(m_old - m_new), lsum: FP32 row sum (sage2) */
 template <int MODE, bool TAIL>
@@ -85,20 +81,7 @@ __device__ __forceinline__ void v5_softmax(const int32_t (&S)[64], float c, int 
     const float bpre = vc_expcast_bias_pre(c8);
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-        /* a tree of 3-input maxima of depth 4 (as v4) */
-        int v[32];
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-                v[2 * j + e] = (!TAIL || 8 * j + 2 * t + e < nvalid) ? S[4 * j + 2 * hh + e] : INT_MIN;
-        int w[11];
-#pragma unroll
-        for (int i = 0; i < 10; ++i) w[i] = max(max(v[3 * i], v[3 * i + 1]), v[3 * i + 2]);
-        w[10] = max(v[30], v[31]);
-        const int x0 = max(max(w[0], w[1]), w[2]), x1 = max(max(w[3], w[4]), w[5]);
-        const int x2 = max(max(w[6], w[7]), w[8]), x3 = max(w[9], w[10]);
-        const int mx = max(max(x0, x1), max(x2, x3));
+        const int mx = vc_row_max_s32<TAIL>(S, hh, t, nvalid);
         /* c > 0 and rounding is monotone: max_j fl(s_j c) = fl(max_j(s_j) c) */
         float tm = mx == INT_MIN ? -INFINITY : (float)mx * c;
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
@@ -153,7 +136,7 @@ __device__ __forceinline__ void v5_softmax(const int32_t (&S)[64], float c, int 
 
 template <int MODE, typename OutT>
 __global__ void __launch_bounds__(V5_THREADS, 1)
-    vc_attention_v5(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_v5_maps maps) {
+    vc_attention_v5(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_tma_maps maps) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     uint8_t *sQ = smem + V5_OFF_Q, *sK = smem + V5_OFF_K, *sV = smem + V5_OFF_V, *sKS = smem + V5_OFF_KS,
@@ -460,7 +443,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */
 template <int MODE, typename OutT>
-static cudaError_t vc_v5_launch_t(const vc_attn_args &a, const vc_v5_maps &maps, int BH, cudaStream_t s) {
+static cudaError_t vc_v5_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
     auto kern = vc_attention_v5<MODE, OutT>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, V5_SMEM);
     if (e != cudaSuccess) return e;
@@ -469,11 +452,8 @@ static cudaError_t vc_v5_launch_t(const vc_attn_args &a, const vc_v5_maps &maps,
 }
 
 cudaError_t vc_attn_v5_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s) {
-    vc_v5_maps maps;
-    if (!vc_tma_make_map(&maps.q, a.q_codes, VC_GPU_DPAD, (uint64_t)BH * a.sq_pad, 128) ||
-        !vc_tma_make_map(&maps.k, a.k_codes, VC_GPU_DPAD, (uint64_t)BH * a.skv_pad, 128) ||
-        !vc_tma_make_map(&maps.v, a.v_codes, (uint64_t)a.skv_pad, (uint64_t)BH * VC_GPU_DPAD, 128))
-        return cudaErrorInvalidValue;
+    vc_tma_maps maps;
+    if (!vc_attn_make_maps(a, BH, &maps)) return cudaErrorInvalidValue;
     switch (mode) {
     case VC_MODE_SAGE2:
         return out_bf16 ? vc_v5_launch_t<VC_MODE_SAGE2, __nv_bfloat16>(a, maps, BH, s)

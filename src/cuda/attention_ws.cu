@@ -41,10 +41,6 @@
 #define WS_BAR_WG0 1 /* named barrier a consumer WG waits on before its turn */
 #define WS_E4M3_ONE 0x38u
 
-struct vc_ws_maps {
-    CUtensorMap q, k, v;
-};
-
 /* ---- softmax of one block: S (int32 accumulator) -> P fragments ------------------------ */
 /* m: running max (log2 units), alpha: exp2(m_old - m_new), lsum: FP32 row sum (sage2) */
 template <int MODE, bool TAIL>
@@ -112,7 +108,7 @@ __device__ __forceinline__ void ws_softmax(const int32_t (&S)[64], float c, int 
 
 template <int MODE, bool OVERLAP, typename OutT>
 __global__ void __launch_bounds__(WS_THREADS, 1)
-    vc_attention_ws(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_ws_maps maps) {
+    vc_attention_ws(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_tma_maps maps) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     uint8_t *sQ = smem + WS_OFF_Q, *sK = smem + WS_OFF_K, *sV = smem + WS_OFF_V;
@@ -357,7 +353,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */
 template <int MODE, typename OutT>
-static cudaError_t vc_ws_launch_t(const vc_attn_args &a, const vc_ws_maps &maps, int BH, int overlap, cudaStream_t s) {
+static cudaError_t vc_ws_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, int overlap, cudaStream_t s) {
     auto kern = overlap ? vc_attention_ws<MODE, true, OutT> : vc_attention_ws<MODE, false, OutT>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM);
     if (e != cudaSuccess) return e;
@@ -366,11 +362,8 @@ static cudaError_t vc_ws_launch_t(const vc_attn_args &a, const vc_ws_maps &maps,
 }
 
 cudaError_t vc_attn_ws_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, int overlap, cudaStream_t s) {
-    vc_ws_maps maps;
-    if (!vc_tma_make_map(&maps.q, a.q_codes, VC_GPU_DPAD, (uint64_t)BH * a.sq_pad, 128) ||
-        !vc_tma_make_map(&maps.k, a.k_codes, VC_GPU_DPAD, (uint64_t)BH * a.skv_pad, 128) ||
-        !vc_tma_make_map(&maps.v, a.v_codes, (uint64_t)a.skv_pad, (uint64_t)BH * VC_GPU_DPAD, 128))
-        return cudaErrorInvalidValue;
+    vc_tma_maps maps;
+    if (!vc_attn_make_maps(a, BH, &maps)) return cudaErrorInvalidValue;
     switch (mode) {
     case VC_MODE_SAGE2:
         return out_bf16 ? vc_ws_launch_t<VC_MODE_SAGE2, __nv_bfloat16>(a, maps, BH, overlap, s)
