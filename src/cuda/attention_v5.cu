@@ -61,6 +61,13 @@
 #define V5_E4M3_ONE 0x38u
 #define V5_BF16X2_128 0x43004300u /* BF16 128.0 twice: code 0 of the biased ExpCast */
 
+/* %tid.x, read again (volatile: not merged with the read at the top) */
+__device__ __forceinline__ uint32_t read_tid_x(void) {
+    uint32_t x;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(x));
+    return x;
+}
+
 __device__ __forceinline__ float v5_lds_f32(uint32_t saddr) {
     float v;
     asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(saddr) : "memory");
@@ -326,9 +333,7 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
         rprev[0] = r[0];
         rprev[1] = r[1];
         __syncwarp();
-        if (lane == 0) {
-            mbarrier_arrive(&empty_v[kb & (V5_STAGES - 1)]);
-        }
+        if (elect_one_sync()) mbarrier_arrive(&empty_v[kb & (V5_STAGES - 1)]);
     };
     /* barrier ids as immediates (a warp-uniform branch): held in a register,
      * the id was spilled and its reload sat right before the barrier (v5b) */
@@ -358,13 +363,13 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
             wgmma_wait<0>();
             fence_s();
             __syncwarp();
-            if (lane == 0) mbarrier_arrive(&empty_k[st]);
+            if (elect_one_sync()) mbarrier_arrive(&empty_k[st]);
             v5_softmax<MODE, true>(S, c, tail_valid, t, m, alpha, lsum, PA);
         } else {
             wgmma_wait<0>();
             fence_s();
             __syncwarp();
-            if (lane == 0) mbarrier_arrive(&empty_k[st]);
+            if (elect_one_sync()) mbarrier_arrive(&empty_k[st]);
             v5_softmax<MODE, false>(S, c, VC_GPU_BLOCK_K, t, m, alpha, lsum, PA);
         }
     };
@@ -438,7 +443,11 @@ __global__ void __launch_bounds__(V5_THREADS, 1)
         }
     }
 
-    vc_store_rows<MODE, OutT, true>(a, O, l, m, bh, qtile * VC_GPU_TILE_Q + cw * 64 + warp * 16 + g, t);
+    /* the thread's rows from a fresh read of %tid.x: keeping warp / g live
+     * through the loop cost a spill (ptxas -v) */
+    const uint32_t u = read_tid_x() - 128; /* = 128 cw + 32 warp + lane */
+    const int row0 = (int)((u >> 7) * 64 + ((u >> 5) & 3) * 16 + ((u & 31) >> 2)); /* cw*64 + warp*16 + g */
+    vc_store_rows<MODE, OutT, true>(a, O, l, m, bh, qtile * VC_GPU_TILE_Q + row0, t);
 }
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */

@@ -34,3 +34,14 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t *bar, uint32_t parity) {
         "r"(parity)
         : "memory");
 }
+
+/* One lane of the (fully converged) warp is elected: elect.sync (sm_90).  Used
+ * for the once-per-warp mbarrier arrivals instead of `lane == 0`, which keeps
+ * the lane index live across the whole consumer loop. */
+__device__ __forceinline__ bool elect_one_sync(void) {
+    uint32_t is_elected;
+    asm volatile(
+        "{\n.reg .pred P;\nelect.sync _|P, 0xffffffff;\nselp.b32 %0, 1, 0, P;\n}\n"
+        : "=r"(is_elected));
+    return is_elected != 0;
+}
