@@ -1,4 +1,5 @@
 /* Tests of the shared numerics: E4M3, E2M1, NVFP4, BF16, FP16, INT8, ExpCast. */
+#include <math.h>
 #include <string.h>
 
 #include "numerics.h"
@@ -157,6 +158,57 @@ TEST(expcast_code_edges) {
     CHECK(vc_expcast_code(1.0f) == 120);        /* never above the max code */
     for (int k = 0; k <= 14; ++k)               /* exact powers of two land on the right code */
         CHECK(vc_expcast_code((float)-k) == vc_exp_then_cast_code((float)-k));
+}
+
+/* Kernel 5's ExpCast (numerics.h): the bracket + 128 rounded by the FP32 ->
+ * BF16 conversion must be clip[0,120](RNE(bracket)) for every bracket the
+ * kernel can produce (<= 120 + beta), and the INT32-as-float form of the
+ * bracket must stay within a few FP32 ulps of the exact affine value. */
+TEST(expcast_biased_code_is_rne_of_the_bracket) {
+    test_rng r = {0xE9C457u};
+    int tested = 0;
+    for (int i = 0; i < 200000; ++i) {
+        /* brackets from deep underflow up to the max, a quarter of them exact .5 ties */
+        float y = (float)(test_rng_uniform(&r) * 400.0 - 280.0);
+        if (i % 4 == 0) y = floorf(y) + 0.5f;
+        if (y > (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA) y = (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA;
+        const float v = y + VC_EXPCAST_BF16_OFFSET;
+        /* the kernel computes v directly (one fma); compare where v - 128 is y exactly */
+        if (v - VC_EXPCAST_BF16_OFFSET != y) continue;
+        ++tested;
+        CHECK_MSG(vc_expcast_code_biased(v) == vc_expcast_code_from_bracket(y), "y %.9g: biased %d vs rne %d", y,
+                  vc_expcast_code_biased(v), vc_expcast_code_from_bracket(y));
+    }
+    CHECK_MSG(tested > 100000, "only %d brackets compared", tested);
+    CHECK(vc_expcast_code_biased(-1.0e30f) == 0);
+    CHECK(vc_expcast_code_biased(0.0f / 0.0f) == 0); /* NaN: the kernel's BF16 max returns 128 */
+    CHECK(vc_expcast_code_biased(247.65f) == 120);
+}
+
+TEST(expcast_int_magic_bracket_tracks_the_affine_form) {
+    test_rng r = {0x5EED5u};
+    for (int i = 0; i < 100000; ++i) {
+        const float a = (float)(1e-5 + test_rng_uniform(&r) * 1e-3); /* 8c for realistic scales */
+        const float s = (float)(int)((test_rng_uniform(&r) * 2.0 - 1.0) * 2064512.0); /* |INT8 QK| bound */
+        const float m = (float)(test_rng_uniform(&r) * 400.0 - 200.0);
+        const double exact = (double)a * (double)s + (247.65 - 8.0 * (double)m);
+        const double got = vc_expcast_biased_bracket(a, s, m);
+        /* error: the fp32 roundings of a*M (~a * 1.26e7) and of the bias, a few ulps of them */
+        const double tol = 4.0 * 0x1.0p-24 * ((double)a * 12582912.0 + fabs(exact) + 8.0 * fabs((double)m) + 248.0);
+        CHECK_MSG(fabs(got - exact) <= tol, "a %g s %g m %g: %.9g vs %.9g", a, s, m, got, exact);
+    }
+}
+
+/* r split into FP16 hi + lo for the tensor-core restore carries ~22 bits of r. */
+TEST(rowsum_f16_split_keeps_22_bits) {
+    test_rng r = {0xF16u};
+    for (int i = 0; i < 200000; ++i) {
+        const float x = (float)(test_rng_uniform(&r) * 32768.0);
+        const float y = vc_rowsum_f16_split(x);
+        CHECK_MSG(fabsf(y - x) <= x * 0x1.0p-21f + 0x1.0p-24f, "r %.9g split %.9g", x, y);
+    }
+    CHECK(vc_rowsum_f16_split(0.0f) == 0.0f);
+    CHECK(vc_rowsum_f16_split(256.0f) == 256.0f);
 }
 
 TEST(exported_codecs_validate) {
