@@ -432,22 +432,19 @@ static int cmp_float(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
-    shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1};
-    /* random inputs made on the GPU side in bulk would be faster; host randn is fine here */
-    int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
-    inputs_t in;
-    memset(&in, 0, sizeof in);
-    /* a 16M-element random chunk, tiled: host randn over 10^9 elements would
-     * cost more than the benchmark */
+/* Device BF16 inputs for the benchmarks: q (B,H,Sq,D), k and v (B,H,Skv,D), out.
+ * A 16M-element random chunk, tiled at random 128-aligned offsets: host randn
+ * over 10^9 elements would cost more than the benchmark. */
+static void bench_inputs(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, inputs_t *in) {
+    const int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
+    memset(in, 0, sizeof *in);
     const int64_t chunk = (int64_t)1 << 24;
     uint16_t *h = (uint16_t *)malloc(2 * (size_t)chunk);
-    CK(cudaMalloc(&in.dq, 2 * (size_t)nq));
-    CK(cudaMalloc(&in.dk, 2 * (size_t)nk));
-    CK(cudaMalloc(&in.dv, 2 * (size_t)nk));
-    CK(cudaMalloc(&in.dout, 2 * (size_t)nq));
-    in.dlse = NULL;
-    void *dst[3] = {in.dq, in.dk, in.dv};
+    CK(cudaMalloc(&in->dq, 2 * (size_t)nq));
+    CK(cudaMalloc(&in->dk, 2 * (size_t)nk));
+    CK(cudaMalloc(&in->dv, 2 * (size_t)nk));
+    CK(cudaMalloc(&in->dout, 2 * (size_t)nq));
+    void *dst[3] = {in->dq, in->dk, in->dv};
     int64_t cnt[3] = {nq, nk, nk};
     for (int64_t i = 0; i < chunk; ++i) h[i] = vc_bf16_bits(rnd_normal());
     for (int t = 0; t < 3; ++t)
@@ -457,6 +454,14 @@ static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, i
             CK(cudaMemcpy((uint16_t *)dst[t] + i0, h + off, 2 * (size_t)n, cudaMemcpyHostToDevice));
         }
     free(h);
+}
+
+static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
+    shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1};
+    /* random inputs made on the GPU side in bulk would be faster; host randn is fine here */
+    const int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
+    inputs_t in;
+    bench_inputs(B, H, Sq, Skv, D, &in);
     /* identity-free plan: a random permutation per head would cost host time at 118K x 40; use NULL */
     double flops = 4.0 * B * H * (double)Sq * Skv * D;
     cudaEvent_t e0, e1;
@@ -628,25 +633,9 @@ static float time_median(int iters, float *t) {
 
 static int run_prepbench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
     shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1};
-    int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
+    const int64_t nq = B * H * Sq * D;
     inputs_t in;
-    memset(&in, 0, sizeof in);
-    const int64_t chunk = (int64_t)1 << 24;
-    uint16_t *h = (uint16_t *)malloc(2 * (size_t)chunk);
-    CK(cudaMalloc(&in.dq, 2 * (size_t)nq));
-    CK(cudaMalloc(&in.dk, 2 * (size_t)nk));
-    CK(cudaMalloc(&in.dv, 2 * (size_t)nk));
-    CK(cudaMalloc(&in.dout, 2 * (size_t)nq));
-    void *dst[3] = {in.dq, in.dk, in.dv};
-    int64_t cnt[3] = {nq, nk, nk};
-    for (int64_t i = 0; i < chunk; ++i) h[i] = vc_bf16_bits(rnd_normal());
-    for (int t = 0; t < 3; ++t)
-        for (int64_t i0 = 0; i0 < cnt[t]; i0 += chunk) {
-            int64_t n = cnt[t] - i0 < chunk ? cnt[t] - i0 : chunk;
-            int64_t off = (int64_t)(rnd_u64() % (uint64_t)(chunk - n + 1)) & ~(int64_t)127;
-            CK(cudaMemcpy((uint16_t *)dst[t] + i0, h + off, 2 * (size_t)n, cudaMemcpyHostToDevice));
-        }
-    free(h);
+    bench_inputs(B, H, Sq, Skv, D, &in);
     /* a random V-Smooth permutation per head (the gather the real plans make) */
     int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * H * Skv));
     for (int64_t bh = 0; bh < B * H; ++bh) {
