@@ -295,9 +295,10 @@ __device__ __forceinline__ uint64_t km_mix(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-__global__ void km_init(const km_args a, float *cent, uint64_t seed) {
-    const int c = blockIdx.x, bh = blockIdx.y, d = threadIdx.x;
-    if (d >= a.D) return;
+/* The initial centroid c of head bh: one token drawn (seeded) from the c-th of
+ * K equal strides of the sequence, or token c % S when S < K.  Returns its row. */
+template <typename A>
+__device__ __forceinline__ const void *km_init_row(const A &a, int bh, int c, uint64_t seed) {
     const int b = bh / a.H, h = bh % a.H;
     int64_t token;
     if (a.S >= a.K) {
@@ -306,8 +307,13 @@ __global__ void km_init(const km_args a, float *cent, uint64_t seed) {
     } else {
         token = c % a.S;
     }
-    const void *row = reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1 + token * a.vs2) * 2;
-    cent[((int64_t)bh * a.K + c) * a.D + d] = km_load_value(row, d, a.is_bf16);
+    return reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1 + token * a.vs2) * 2;
+}
+
+__global__ void km_init(const km_args a, float *cent, uint64_t seed) {
+    const int c = blockIdx.x, bh = blockIdx.y, d = threadIdx.x;
+    if (d >= a.D) return;
+    cent[((int64_t)bh * a.K + c) * a.D + d] = km_load_value(km_init_row(a, bh, c, seed), d, a.is_bf16);
 }
 
 /* ---- permutation: offsets of each (cluster, tile), then the scatter ---------------------- */
@@ -913,16 +919,7 @@ __global__ void km2_init(const km2_args a, int D, const float *init, uint64_t se
         if (init) {
             x = init[((int64_t)bh * a.K + c) * D + d];
         } else {
-            const int b = bh / a.H, h = bh % a.H;
-            int64_t token;
-            if (a.S >= a.K) {
-                int64_t stride = a.S / a.K;
-                token = (int64_t)c * stride + (int64_t)(km_mix(seed ^ km_mix((uint64_t)bh * 1315423911u + c)) % (uint64_t)stride);
-            } else {
-                token = c % a.S;
-            }
-            const void *row = reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1 + token * a.vs2) * 2;
-            x = km_load_value(row, d, a.is_bf16);
+            x = km_load_value(km_init_row(a, bh, c, seed), d, a.is_bf16);
         }
         const int64_t o = ((int64_t)bh * a.K + c) * D + d;
         a.cent[o] = x;
