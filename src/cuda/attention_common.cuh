@@ -9,6 +9,7 @@
 #include <limits.h>
 
 #include "gpu_common.cuh"
+#include "tma_encode.cuh"
 
 /* Max of this thread's 32 INT32 scores of accumulator row g + 8 hh (columns
  * 8j + 2t + e; masked past nvalid with TAIL): a tree of 3-input maxima of
@@ -70,18 +71,6 @@ __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float
                 lse2 * 0.69314718055994531f + (a.q_km ? a.q_km[(int64_t)bh * a.Sq + row] : 0.0f);
         }
     }
-}
-
-static inline PFN_cuTensorMapEncodeTiled_v12000 vc_tma_encode_fn(void) {
-    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-    if (!fn) {
-        void *p = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
-    }
-    return fn;
 }
 
 /* 2-D map of bytes: `inner` bytes per row (row pitch = inner), `rows` rows, box 128 x box_rows, 128B swizzle */

@@ -26,8 +26,11 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ptx/cp_async.cuh"
+#include "ptx/tma.cuh"
+#include "tma_encode.cuh"
 #include "vcattn.h"
 
 #define KM_THREADS 128      /* 4 warps; one thread per channel in the accumulation */
@@ -401,7 +404,8 @@ __global__ void km_scatter(const int32_t *labels, const int *offsets, int32_t *p
 struct km2_args {
     const void *v;
     int64_t vs0, vs1, vs2;
-    int H, S, K, BH, P, nsub, iters, is_bf16, vec16;
+    int H, S, K, BH, P, nsub, iters, is_bf16;
+    int tma;                /* V sub-tiles by TMA (the map encoded); else 2-byte loads */
     int mma_sync;           /* A/B switch: bit 0 distances, bit 1 sums by mma.sync instead of wgmma */
     long long total;        /* (iters + 2) * BH * P items */
     float *cent;            /* (BH, K, D) FP32 */
@@ -477,6 +481,15 @@ __device__ __forceinline__ uint64_t km_desc(uint32_t addr) {
            ((uint64_t)1 << 62);
 }
 
+/* The low word of km_desc(addr), computed once per tile: the descriptor of addr + off is then
+ * km_desc_at(lo, off), one integer add (the 14-bit address field cannot carry out: shared
+ * addresses are below 256 KB).  Rebuilding the descriptor from the address for every wgmma
+ * cost ~12 instructions each, a fifth of the k-means loop. */
+__device__ __forceinline__ uint32_t km_desc_lo(uint32_t addr) { return (uint32_t)km_desc(addr); }
+__device__ __forceinline__ uint64_t km_desc_at(uint32_t lo, uint32_t byte_off) {
+    return ((uint64_t)(uint32_t)(km_desc(0) >> 32) << 32) | (uint64_t)(lo + (byte_off >> 4));
+}
+
 __device__ __forceinline__ void km_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void km_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void km_wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
@@ -485,27 +498,15 @@ __device__ __forceinline__ void km_reg_fence(float (&d)[32]) {
     for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* 16-byte copies of sub-tile rows [s0, s0 + 128) into vs (zero rows past S).  Thread t
- * copies chunk (t % CH) of rows t / CH + m * RP: the same chunks as the FP16 fix-up. */
+/* V sub-tile rows [s0, s0 + 128) into vs by TMA, completing on bar: one box of 64 channels
+ * x 128 tokens per 64-channel column block, written 128B-swizzled - the layout km_sw
+ * describes - and rows past S zero-filled by the TMA unit.  One thread issues. */
 template <int D>
-__device__ __forceinline__ void km2_issue(const km2_args &a, const char *vbase, int s0, __nv_bfloat16 *vs) {
-    constexpr int CH = D / 8, RP = KM2_THREADS / CH; /* RP: a multiple of 8 */
-    const int r0 = threadIdx.x / CH, c8 = (threadIdx.x % CH) * 8;
-    const char *g = vbase + ((int64_t)(s0 + r0) * a.vs2 + c8) * 2;
-    const int64_t gstep = (int64_t)RP * a.vs2 * 2;
-    __nv_bfloat16 *sp = vs + km_sw<KM2_SUB>(r0, c8);
-    if (s0 + KM2_SUB <= a.S) {
+__device__ __forceinline__ void km2_tma_v(const CUtensorMap *vmap, uint64_t *bar, __nv_bfloat16 *vs, int b, int h,
+                                          int s0) {
+    mbarrier_arrive_expect_tx(bar, KM2_SUB * D * 2);
 #pragma unroll
-        for (int m = 0; m < KM2_SUB / RP; ++m) cp_async_16(sp + m * RP * 64, g + m * gstep);
-    } else {
-#pragma unroll
-        for (int m = 0; m < KM2_SUB / RP; ++m) {
-            if (s0 + r0 + m * RP < a.S)
-                cp_async_16(sp + m * RP * 64, g + m * gstep);
-            else
-                *reinterpret_cast<uint4 *>(sp + m * RP * 64) = make_uint4(0, 0, 0, 0);
-        }
-    }
+    for (int cb = 0; cb < D / 64; ++cb) tma_load_4d(vs + cb * (KM2_SUB * 64), vmap, bar, cb * 64, s0, h, b);
 }
 
 /* bytes of the fused path's shared tiles (after the 1024-byte alignment of the base) */
@@ -517,7 +518,8 @@ struct km2_lay {
 };
 
 template <int D, bool FULL, int MODE, bool ACC>
-__device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned char *sm, int it, int bh, int tile) {
+__device__ __forceinline__ void km2_cluster_item(const km2_args &a, const CUtensorMap *vmap, uint64_t *vbar,
+                                                 uint32_t &vpar, unsigned char *sm, int it, int bh, int tile) {
     typedef km2_lay<D> L;
     __nv_bfloat16 *cs = reinterpret_cast<__nv_bfloat16 *>(sm);                /* centroids */
     __nv_bfloat16 *vbuf = reinterpret_cast<__nv_bfloat16 *>(sm + L::CS);      /* [2] V sub-tiles */
@@ -537,8 +539,9 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
     const char *vbase = reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1) * 2;
     const int sb = (int)((int64_t)tile * a.nsub / a.P), se = (int)((int64_t)(tile + 1) * a.nsub / a.P);
     const int n = se - sb;
-    const uint32_t cs_a = (uint32_t)__cvta_generic_to_shared(cs), vb_a = (uint32_t)__cvta_generic_to_shared(vbuf),
-                   oh_a = (uint32_t)__cvta_generic_to_shared(oh);
+    const uint32_t cs_d = km_desc_lo((uint32_t)__cvta_generic_to_shared(cs)),
+                   vb_d = km_desc_lo((uint32_t)__cvta_generic_to_shared(vbuf)),
+                   oh_d = km_desc_lo((uint32_t)__cvta_generic_to_shared(oh));
 
     /* centroids (BF16, rows >= K zero) and their norms; the first V sub-tile in the same group */
     {
@@ -557,8 +560,11 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
         if (tid < KM2_SUB) lab16[tid] = (uint16_t)KM2_BAD_LABEL;
         if (accumulate)
             for (int i = tid; i < L::OH / 16; i += KM2_THREADS) reinterpret_cast<uint4 *>(oh)[i] = make_uint4(0, 0, 0, 0);
-        if (a.vec16) km2_issue<D>(a, vbase, sb * KM2_SUB, vbuf);
         cp_async_commit();
+        /* the scatter items use the V buffers as scratch (generic writes) before the TMA writes */
+        km_fence_async_smem();
+        __syncthreads();
+        if (a.tma && tid == 0) km2_tma_v<D>(vmap, &vbar[0], vbuf, b, h, sb * KM2_SUB);
     }
 
     float accs[32];
@@ -569,8 +575,9 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
     for (int j = 0; j < n; ++j) {
         const int s0 = (sb + j) * KM2_SUB;
         __nv_bfloat16 *vs = vbuf + (j & 1) * (L::VB / 2);
-        const uint32_t vs_a = vb_a + (j & 1) * L::VB;
-        if (!a.vec16) {
+        const uint32_t vs_d = vb_d + (((j & 1) * L::VB) >> 4) + ((wg * 64 * 128) >> 4); /* this warpgroup's rows */
+        const uint32_t vt_d = vb_d + (((j & 1) * L::VB) >> 4) + ((wg * (KM2_SUB * 128)) >> 4); /* its channels */
+        if (!a.tma) {
             for (int i = tid; i < KM2_SUB * D / 2; i += KM2_THREADS) {
                 int r = (2 * i) / D, d = (2 * i) % D, s = s0 + r;
                 __nv_bfloat162 pair;
@@ -583,8 +590,12 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
                 *reinterpret_cast<__nv_bfloat162 *>(&vs[km_sw<KM2_SUB>(r, d)]) = pair;
             }
         }
-        cp_async_wait<0>();
-        if (a.vec16 && !a.is_bf16) /* FP16 -> BF16 in place, each thread its own chunks */
+        if (a.tma) { /* sub-tile j landed; buffer j & 1's parity flips with every use */
+            mbarrier_wait(&vbar[j & 1], (vpar >> (j & 1)) & 1u);
+            vpar ^= 1u << (j & 1);
+        }
+        if (j == 0) cp_async_wait<0>(); /* the centroids */
+        if (a.tma && !a.is_bf16) /* FP16 -> BF16 in place, each thread its own chunks */
             for (int i = tid; i < KM2_SUB * (D / 8); i += KM2_THREADS) {
                 int r = i / (D / 8), c8 = (i % (D / 8)) * 8;
                 uint16_t *e = reinterpret_cast<uint16_t *>(&vs[km_sw<KM2_SUB>(r, c8)]);
@@ -592,14 +603,15 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
                 for (int q = 0; q < 8; ++q)
                     e[q] = __bfloat16_as_ushort(__float2bfloat16_rn(__half2float(__ushort_as_half(e[q]))));
             }
-        km_fence_async_smem(); /* this thread's shared writes -> visible to wgmma */
+        if (j == 0 || !a.tma || !a.is_bf16)
+            km_fence_async_smem(); /* this thread's shared writes (not the TMA's) -> visible to wgmma */
         if (accumulate && sums_wg) { /* the sums of sub-tile j-1 have read their V and one-hot */
             km_wgmma_wait0();
             km_reg_fence(accs);
         }
         __syncthreads(); /* sub-tile j visible; every warp is past sub-tile j-1 */
-        if (a.vec16 && j + 1 < n) km2_issue<D>(a, vbase, s0 + KM2_SUB, vbuf + ((j + 1) & 1) * (L::VB / 2));
-        cp_async_commit();
+        if (a.tma && j + 1 < n && tid == 0)
+            km2_tma_v<D>(vmap, &vbar[(j + 1) & 1], vbuf + ((j + 1) & 1) * (L::VB / 2), b, h, s0 + KM2_SUB);
 
         /* distances: tokens 16w.. x all 64 centroids */
         {
@@ -612,8 +624,8 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
 #pragma unroll
                 for (int kk = 0; kk < D / 16; ++kk) {
                     const uint32_t koff = (kk & 3) * 32;
-                    const uint64_t da = km_desc(vs_a + (kk >> 2) * (KM2_SUB * 128) + wg * 64 * 128 + koff);
-                    const uint64_t db = km_desc(cs_a + (kk >> 2) * (KM2_K * 128) + koff);
+                    const uint64_t da = km_desc_at(vs_d, (kk >> 2) * (KM2_SUB * 128) + koff);
+                    const uint64_t db = km_desc_at(cs_d, (kk >> 2) * (KM2_K * 128) + koff);
                     km_wgmma_64x64<0>(acc, da, db, kk > 0);
                 }
                 km_wgmma_commit();
@@ -645,6 +657,7 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
 #pragma unroll
             for (int t = 0; t < 8; ++t)
                 if (t * 8 < K) c2[t] = *reinterpret_cast<const float2 *>(&cn[t * 8 + qc]);
+            int args[2];
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
                 float best = INFINITY;
@@ -664,19 +677,23 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
                     int oa = __shfl_xor_sync(0xffffffffu, arg, o);
                     if (ob < best || (ob == best && oa < arg)) { best = ob; arg = oa; }
                 }
-                if ((lane & 3) == 0) {
-                    /* token r's column of the one-hot matrix is only touched by this thread */
-                    const int r = warp * 16 + hf * 8 + qr;
-                    const bool valid = s0 + r < a.S;
-                    if (accumulate) {
-                        const int old = lab16[r];
-                        __nv_bfloat16 *ob = oh + (r >> 6) * (KM2_K * 64); /* token block r / 64 */
-                        if (old != (int)KM2_BAD_LABEL) ob[km_sw<KM2_K>(old, r & 63)] = __float2bfloat16_rn(0.0f);
-                        if (valid) ob[km_sw<KM2_K>(arg, r & 63)] = __float2bfloat16_rn(1.0f);
-                    }
-                    lab16[r] = valid ? (uint16_t)arg : (uint16_t)KM2_BAD_LABEL;
-                    if (valid) atomicAdd(&cnt_s[arg], 1); /* integers: order-free */
+                args[hf] = arg; /* every lane of the quad holds it now */
+            }
+            /* lane 0 of a quad writes the label of its row qr, lane 1 that of row qr + 8 (both
+             * halves in one pass: half the issue of one writer per quad) */
+            if ((lane & 3) < 2) {
+                /* token r's column of the one-hot matrix is only touched by this thread */
+                const int hf = lane & 1, arg = hf ? args[1] : args[0];
+                const int r = warp * 16 + hf * 8 + qr;
+                const bool valid = s0 + r < a.S;
+                if (accumulate) {
+                    const int old = lab16[r];
+                    __nv_bfloat16 *ob = oh + (r >> 6) * (KM2_K * 64); /* token block r / 64 */
+                    if (old != (int)KM2_BAD_LABEL) ob[km_sw<KM2_K>(old, r & 63)] = __float2bfloat16_rn(0.0f);
+                    if (valid) ob[km_sw<KM2_K>(arg, r & 63)] = __float2bfloat16_rn(1.0f);
                 }
+                lab16[r] = valid ? (uint16_t)arg : (uint16_t)KM2_BAD_LABEL;
+                if (valid) atomicAdd(&cnt_s[arg], 1); /* integers: order-free */
             }
         }
         km_fence_async_smem();
@@ -689,8 +706,8 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, unsigned cha
                 km_wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < KM2_SUB / 16; ++kk) {
-                    const uint64_t da = km_desc(oh_a + (kk >> 2) * (KM2_K * 128) + (kk & 3) * 32);
-                    const uint64_t db = km_desc(vs_a + wg * (KM2_SUB * 128) + kk * 16 * 128);
+                    const uint64_t da = km_desc_at(oh_d, (kk >> 2) * (KM2_K * 128) + (kk & 3) * 32);
+                    const uint64_t db = km_desc_at(vt_d, kk * 16 * 128);
                     km_wgmma_64x64<1>(accs, da, db, 1);
                 }
                 km_wgmma_commit();
@@ -881,9 +898,16 @@ __device__ __forceinline__ void km2_scatter_item(const km2_args &a, unsigned cha
 }
 
 template <int D, bool FULL, int MODE>
-__global__ void __launch_bounds__(KM2_THREADS, 2) km2_main(const km2_args a) {
+__global__ void __launch_bounds__(KM2_THREADS, 2) km2_main(const km2_args a, const __grid_constant__ CUtensorMap vmap) {
     extern __shared__ __align__(16) unsigned char km2_smem[];
     __shared__ long long s_item;
+    __shared__ __align__(8) uint64_t vbar[2]; /* V sub-tile buffers full (TMA) */
+    uint32_t vpar = 0;                        /* parity of each buffer's next phase */
+    if (threadIdx.x == 0) {
+        mbarrier_init(&vbar[0], 1);
+        mbarrier_init(&vbar[1], 1);
+        fence_mbarrier_init();
+    }
     /* the swizzled tiles want 1024-byte alignment (the launch adds 1 KB of slack) */
     unsigned char *sm = km2_smem + ((1024u - ((uint32_t)__cvta_generic_to_shared(km2_smem) & 1023u)) & 1023u);
     const int per_it = a.BH * a.P;
@@ -903,9 +927,9 @@ __global__ void __launch_bounds__(KM2_THREADS, 2) km2_main(const km2_args a) {
             km2_scatter_item<D>(a, sm, bh, tile);
         else
             if (it < a.iters)
-                km2_cluster_item<D, FULL, MODE, true>(a, sm, it, bh, tile);
+                km2_cluster_item<D, FULL, MODE, true>(a, &vmap, vbar, vpar, sm, it, bh, tile);
             else
-                km2_cluster_item<D, FULL, MODE, false>(a, sm, it, bh, tile);
+                km2_cluster_item<D, FULL, MODE, false>(a, &vmap, vbar, vpar, sm, it, bh, tile);
     }
 }
 
@@ -1000,8 +1024,23 @@ static int km_vec16(const vcattn_gpu_kmeans_params *p) {
     return ((uintptr_t)p->v % 16 == 0) && p->v_stride[0] % 8 == 0 && p->v_stride[1] % 8 == 0 && p->v_stride[2] % 8 == 0;
 }
 
+/* The V map of the fused path: dims (channels, tokens, heads, batch) with the caller's
+ * strides, box 64 channels x 128 tokens, 128B swizzle, zero fill past S.  false (-> the
+ * 2-byte load path) when V is not 16-byte aligned or the driver refuses the map. */
+static bool km2_make_vmap(const vcattn_gpu_kmeans_params *p, CUtensorMap *m) {
+    PFN_cuTensorMapEncodeTiled_v12000 fn = vc_tma_encode_fn();
+    if (!fn || !km_vec16(p)) return false;
+    cuuint64_t dims[4] = {(cuuint64_t)p->head_dim, (cuuint64_t)p->seq, (cuuint64_t)p->heads, (cuuint64_t)p->batch};
+    cuuint64_t strides[3] = {(cuuint64_t)p->v_stride[2] * 2, (cuuint64_t)p->v_stride[1] * 2,
+                             (cuuint64_t)p->v_stride[0] * 2};
+    cuuint32_t box[4] = {64, KM2_SUB, 1, 1}, estr[4] = {1, 1, 1, 1};
+    return fn(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void *>(p->v), dims, strides, box, estr,
+              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <int D, bool FULL, int MODE>
-static vcattn_status km2_launch(const km2_args &a, cudaStream_t stream) {
+static vcattn_status km2_launch(const km2_args &a, const CUtensorMap &vmap, cudaStream_t stream) {
     const size_t smem = km2_lay<D>::TOTAL;
     vcattn_status st;
     if ((st = km_cuda(cudaFuncSetAttribute(km2_main<D, FULL, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))
@@ -1013,7 +1052,7 @@ static vcattn_status km2_launch(const km2_args &a, cudaStream_t stream) {
     if (per_sm < 1) return VCATTN_STATUS_CUDA_ERROR;
     long long grid = (long long)sms * per_sm;
     if (grid > a.total) grid = a.total;
-    km2_main<D, FULL, MODE><<<(unsigned)grid, KM2_THREADS, smem, stream>>>(a);
+    km2_main<D, FULL, MODE><<<(unsigned)grid, KM2_THREADS, smem, stream>>>(a, vmap);
     return VCATTN_STATUS_SUCCESS;
 }
 
@@ -1101,7 +1140,9 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
         a.nsub = (int)L.nsub;
         a.iters = p->iterations;
         a.is_bf16 = p->dtype == VCATTN_GPU_DTYPE_BF16;
-        a.vec16 = km_vec16(p);
+        CUtensorMap vmap;
+        memset(&vmap, 0, sizeof vmap);
+        a.tma = km2_make_vmap(p, &vmap);
         {
             /* A/B switch for measurements: VCATTN_KMEANS_MMA_SYNC=1 distances, 2 sums, 3 both by
              * mma.sync (the session-3 products) instead of wgmma */
@@ -1122,12 +1163,12 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
         a.ready = a.done + L.bh;
         km2_init<<<dim3(K, (unsigned)L.bh), 128, 0, stream>>>(a, D, p->init_centroids, p->seed);
         if (D == 128 && K == KM2_K && a.mma_sync) /* the A/B variants: D = 128, k = 64 only */
-            st = a.mma_sync == 1 ? km2_launch<128, true, 1>(a, stream)
-               : a.mma_sync == 2 ? km2_launch<128, true, 2>(a, stream) : km2_launch<128, true, 3>(a, stream);
+            st = a.mma_sync == 1 ? km2_launch<128, true, 1>(a, vmap, stream)
+               : a.mma_sync == 2 ? km2_launch<128, true, 2>(a, vmap, stream) : km2_launch<128, true, 3>(a, vmap, stream);
         else if (D == 128)
-            st = K == KM2_K ? km2_launch<128, true, 0>(a, stream) : km2_launch<128, false, 0>(a, stream);
+            st = K == KM2_K ? km2_launch<128, true, 0>(a, vmap, stream) : km2_launch<128, false, 0>(a, vmap, stream);
         else
-            st = K == KM2_K ? km2_launch<64, true, 0>(a, stream) : km2_launch<64, false, 0>(a, stream);
+            st = K == KM2_K ? km2_launch<64, true, 0>(a, vmap, stream) : km2_launch<64, false, 0>(a, vmap, stream);
     }
     if (st) return st;
     size_t cent_bytes = (size_t)L.bh * K * D * sizeof(float);

@@ -16,6 +16,16 @@ __device__ __forceinline__ void tma_load_2d(void *smem, const CUtensorMap *map, 
         : "memory");
 }
 
+/* 4-D tiled tensor copy: box at (x = inner coordinate, y, z, w) of the map. */
+__device__ __forceinline__ void tma_load_4d(void *smem, const CUtensorMap *map, uint64_t *bar, int x, int y, int z,
+                                            int w) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+        "%6}], [%2];\n" ::"r"(smem_u32(smem)),
+        "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y), "r"(z), "r"(w)
+        : "memory");
+}
+
 /* 1-D bulk copy of `bytes` (multiple of 16, 16-byte aligned both sides). */
 __device__ __forceinline__ void bulk_load_1d(void *smem, const void *gmem, uint32_t bytes, uint64_t *bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(

@@ -1,0 +1,19 @@
+/* tma_encode.cuh - host side of TMA: the driver's cuTensorMapEncodeTiled, looked up once
+ * through the runtime (no -lcuda at link time).  Used by the attention kernels' maps
+ * (attention_common.cuh) and the k-means V loads (kmeans.cu). */
+#pragma once
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+static inline PFN_cuTensorMapEncodeTiled_v12000 vc_tma_encode_fn(void) {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+    if (!fn) {
+        void *p = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (PFN_cuTensorMapEncodeTiled_v12000)p;
+    }
+    return fn;
+}
