@@ -69,6 +69,15 @@ if has sanitize; then
             tail -4 "$OUT/sanitize_$tool.txt" | tee -a "$LOG"
             say "   $tool exit $r"; [ $r = 0 ] || RC=1
         done
+        KM="$(dirname "$BIN")/kmeans_check"   # the k-means kernel (TMA + mbarrier ring) on its check shapes
+        for tool in memcheck racecheck synccheck; do
+            [ -x "$KM" ] || break
+            say "== compute-sanitizer --tool $tool (kmeans_check check)"
+            timeout 300 compute-sanitizer --tool $tool --error-exitcode 3 "$KM" check > "$OUT/sanitize_km_$tool.txt" 2>&1
+            r=$?
+            tail -3 "$OUT/sanitize_km_$tool.txt" | tee -a "$LOG"
+            say "   $tool exit $r"; [ $r = 0 ] || RC=1
+        done
     else
         say "compute-sanitizer not found"
     fi

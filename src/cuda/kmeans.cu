@@ -370,7 +370,7 @@ __global__ void km_scatter(const int32_t *labels, const int *offsets, int32_t *p
  *   (it, bh, tile) for it = 0 .. iters-1   assign + one-hot partial sums of the tile
  *   (iters, bh, tile)                       final labels + per-tile counts
  *   (iters + 1, bh, tile)                   scatter: the tile's tokens to perm
- * A tile is a fixed range of 128-token sub-tiles (about KM2_SUBS_PER_ITEM), so the
+ * A tile is a fixed range of 128-token sub-tiles (about km2_subs_per_item), so the
  * partial sum of (bh, tile) is computed the same way whichever CTA takes it.  The CTA
  * that completes the last tile of (it, bh) (ticket on done[bh]) reduces the P partials
  * in tile order (double) into the new centroids (FP32, BF16 copy, norms of the BF16
@@ -379,8 +379,9 @@ __global__ void km_scatter(const int32_t *labels, const int *offsets, int32_t *p
  * ready[bh] >= it (acquire); the items it waits for were handed out before its own, so
  * the lowest unfinished item never waits: no deadlock, whatever the residency.
  *
- * Per sub-tile: V (128 x D BF16) double-buffered with cp.async into 128B-swizzled
- * tiles; distances |c|^2 - 2 v.c by wgmma (warpgroup g: tokens 64g..64g+63 x 64
+ * Per sub-tile: V (128 x D BF16) double-buffered into 128B-swizzled tiles by TMA (one
+ * thread issues, an mbarrier per buffer; 16-byte aligned V - else 2-byte loads by all
+ * threads), with an evict-first L2 policy; distances |c|^2 - 2 v.c by wgmma (warpgroup g: tokens 64g..64g+63 x 64
  * centroids, m64n64k16 from shared memory, so every centroid byte is read once per
  * warpgroup); argmin, ties to the lowest index; partial sums onehot(labels)^T V as a
  * second wgmma (warpgroup g: 64 clusters x channels 64g..64g+63, V as the MN-major B
@@ -392,14 +393,35 @@ __global__ void km_scatter(const int32_t *labels, const int *offsets, int32_t *p
  * r).  K = 64 is compiled without the K guards (FULL).  The mma.sync products of
  * session 3 stay as compile-time variants (MODE; VCATTN_KMEANS_MMA_SYNC=1/2/3 picks
  * them at D = 128, k = 64) for A/B measurements: same results bit for bit.  No float
- * atomics: the result is bitwise reproducible. */
+ * atomics: the result is bitwise reproducible.  The reducing CTA drops the partials'
+ * L2 lines once read (discard: no write-back of dead data).  Measured steps and A/Bs:
+ * docs/kernel-log.md, "GPU k-means". */
 
 #define KM2_THREADS 256
 #define KM2_SUB 128
-#define KM2_SUBS_PER_ITEM 16
+/* Sub-tiles per work item: 32 (4096 tokens) when that still leaves >= 512 items per pass,
+ * else 16.  Longer items halve the partial sums (written, reduced, dropped once per item)
+ * and the per-item start (centroid load, first V sub-tile): at Wan 720p 1.96 -> 1.88 ms per
+ * cold call (docs/kernel-log.md); shorter ones keep small problems spread over the SMs.
+ * A function of the shape only, never of the GPU: the same input gives the same bits on any
+ * device (the tiling fixes the order of the partial sums). */
+#define KM2_MIN_ITEMS_FOR_LONG 512
+static inline int64_t km2_subs_per_item(int64_t bh, int64_t nsub) {
+    return bh * nsub >= (int64_t)KM2_MIN_ITEMS_FOR_LONG * 32 ? 32 : 16;
+}
 #define KM2_K 64
 #define KM2_RED 2   /* float4 columns per thread per pass of the reduction */
 #define KM2_BAD_LABEL 127u  /* label of a token past S (never a cluster: K <= 64) */
+/* L2 traffic: V is read once per pass (evict first, so that it does not push the partial
+ * sums out of L2), and the partial sums are dropped from L2 once reduced (no write-back of
+ * dead lines).  Without both, the partials made a DRAM round trip: ~0.8 GB per cold call at
+ * Wan 720p, 10% on top of the 7 GB of V.  Compile-time switches for A/B measurements. */
+#ifndef KM2_V_EVICT_FIRST
+#define KM2_V_EVICT_FIRST 1
+#endif
+#ifndef KM2_DISCARD_PARTIALS
+#define KM2_DISCARD_PARTIALS 1
+#endif
 
 struct km2_args {
     const void *v;
@@ -505,8 +527,14 @@ template <int D>
 __device__ __forceinline__ void km2_tma_v(const CUtensorMap *vmap, uint64_t *bar, __nv_bfloat16 *vs, int b, int h,
                                           int s0) {
     mbarrier_arrive_expect_tx(bar, KM2_SUB * D * 2);
+#if KM2_V_EVICT_FIRST
+    const uint64_t pol = l2_policy_evict_first();
+#pragma unroll
+    for (int cb = 0; cb < D / 64; ++cb) tma_load_4d_hint(vs + cb * (KM2_SUB * 64), vmap, bar, cb * 64, s0, h, b, pol);
+#else
 #pragma unroll
     for (int cb = 0; cb < D / 64; ++cb) tma_load_4d(vs + cb * (KM2_SUB * 64), vmap, bar, cb * 64, s0, h, b);
+#endif
 }
 
 /* bytes of the fused path's shared tiles (after the 1024-byte alignment of the base) */
@@ -837,6 +865,14 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, const CUtens
                 if ((lane & (D / 4 - 1)) == 0) __stcg(a.cnorm + (int64_t)bh * K + c, q);
             }
         }
+#if KM2_DISCARD_PARTIALS
+        __syncthreads(); /* every thread is done reading the partials */
+        {
+            const char *pb = reinterpret_cast<const char *>(src);
+            const int lines = a.P * K * D * 4 / 128; /* K * D * 4 is a multiple of 4 KB */
+            for (int i = tid; i < lines; i += KM2_THREADS) l2_discard_line(pb + (int64_t)i * 128);
+        }
+#endif
     } else {
         /* counting sort: offsets[(bh, tile, c)] = sum of earlier clusters + this cluster's earlier tiles */
         if (tid == 0) {
@@ -990,7 +1026,10 @@ static vcattn_status km_validate(const vcattn_gpu_kmeans_params *p, km_layout *L
     L->bh = p->batch * p->heads;
     L->fused = p->clusters <= KM2_K;
     L->nsub = (p->seq + KM2_SUB - 1) / KM2_SUB;
-    L->P = (L->nsub + KM2_SUBS_PER_ITEM - 1) / KM2_SUBS_PER_ITEM;
+    {
+        const int64_t spi = km2_subs_per_item(L->bh, L->nsub);
+        L->P = (L->nsub + spi - 1) / spi;
+    }
     L->ntiles = L->fused ? L->P : (p->seq + KM_TOKENS - 1) / KM_TOKENS;
     if (L->fused && L->bh * L->P > INT32_MAX / 4) return VCATTN_STATUS_SIZE_OVERFLOW;
     size_t o = 0;

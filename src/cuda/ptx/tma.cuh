@@ -26,6 +26,29 @@ __device__ __forceinline__ void tma_load_4d(void *smem, const CUtensorMap *map, 
         : "memory");
 }
 
+/* the same with an L2 cache policy (a createpolicy value, e.g. l2_policy_evict_first) */
+__device__ __forceinline__ void tma_load_4d_hint(void *smem, const CUtensorMap *map, uint64_t *bar, int x, int y, int z,
+                                                 int w, uint64_t policy) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, "
+        "{%3, %4, %5, %6}], [%2], %7;\n" ::"r"(smem_u32(smem)),
+        "l"(map), "r"(smem_u32(bar)), "r"(x), "r"(y), "r"(z), "r"(w), "l"(policy)
+        : "memory");
+}
+
+/* L2 policy: lines brought in are evicted first (data read once, streamed past the cache) */
+__device__ __forceinline__ uint64_t l2_policy_evict_first(void) {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+
+/* Drop the 128-byte L2 line at p without writing it back (its content becomes undefined):
+ * for dead scratch data, so that dirty lines nobody will read never cost a DRAM write. */
+__device__ __forceinline__ void l2_discard_line(const void *p) {
+    asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(p) : "memory");
+}
+
 /* 1-D bulk copy of `bytes` (multiple of 16, 16-byte aligned both sides). */
 __device__ __forceinline__ void bulk_load_1d(void *smem, const void *gmem, uint32_t bytes, uint64_t *bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
