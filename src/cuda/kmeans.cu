@@ -9,360 +9,22 @@
  * K <= 64 (the default k = 64): the fused path below ("fused path"), one persistent
  *   launch for all iterations, the final labelling and the scatter (after a small
  *   init launch); both products by wgmma (sm_90a).
- * K > 64: the earlier path, one iteration = two launches:
- *   km_assign   per CTA 1024 tokens: distances as a tensor-core product (mma.sync
- *               m16n8k16 BF16, FP32 accumulate), argmin; then per-CTA partial
- *               sums (onehot^T V, a second mma product) and counts;
- *   km_update   new centroid = sum of the partials (in CTA order) / count.
- *   After the last update: one more km_assign (labels and counts only), then
- *   km_offsets (exclusive scan over (cluster, CTA)) and km_scatter.
+ * K > 64: the earlier path (kmeans_legacy.cu), one iteration = two launches,
+ *   mma.sync products.
+ * Shared helpers and the workspace layout: kmeans_common.cuh.
  *
  * V is read as BF16/FP16 (FP16 is rounded to BF16 for the product); the
  * centroids are kept in FP32 and rounded to BF16 for the product only.  No float
  * atomics anywhere: the result is bitwise reproducible for a given input.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#include <stdint.h>
+#include <cuda.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kmeans_common.cuh"
 #include "ptx/cp_async.cuh"
 #include "ptx/tma.cuh"
 #include "tma_encode.cuh"
-#include "vcattn.h"
-
-#define KM_THREADS 128      /* 4 warps; one thread per channel in the accumulation */
-#define KM_SUB 128          /* tokens per tensor-core sub-tile (4 warps x 32 rows) */
-#define KM_TOKENS 1024      /* tokens per CTA */
-#define KM_MAX_K 128
-#define KM_MAX_D 128
-#define KM_PAD 8            /* bf16 padding per shared row: row stride = 4 banks mod 32 */
-
-struct km_args {
-    const void *v;
-    int64_t vs0, vs1, vs2;
-    int H, S, D, K, ntiles, is_bf16, accumulate;
-    int vec16;          /* rows 16-byte aligned: cp.async loads */
-    const float *cent;  /* (BH, K, D) */
-    int32_t *labels;    /* (BH, S) */
-    float *part_sum;    /* (BH, ntiles, K, D) */
-    int *part_cnt;      /* (BH, ntiles, K) */
-};
-
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-/* Four 8x8 b16 matrices, transposed on the way: thread t gets (row 2(t%4)
- * and 2(t%4)+1, column t/4) of each - the B fragment of m16n8k16 when the
- * rows are the reduction axis.  Lanes 8i..8i+7 give the row addresses of
- * matrix i. */
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *smem_row) {
-    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
-
-/* Two BF16 one-hot entries (tokens t, t+1 belong to cluster c?) packed. */
-__device__ __forceinline__ uint32_t km_onehot2(const int *labels, int t, int valid, int c) {
-    uint32_t lo = (t < valid && labels[t] == c) ? 0x3F80u : 0u;
-    uint32_t hi = (t + 1 < valid && labels[t + 1] == c) ? 0x3F80u : 0u;
-    return lo | (hi << 16);
-}
-
-__device__ __forceinline__ float km_load_value(const void *base, int64_t off, int is_bf16) {
-    uint16_t h = reinterpret_cast<const uint16_t *>(base)[off];
-    return is_bf16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
-}
-
-/* ---- assignment (+ partial sums) ----------------------------------------------------- */
-
-__global__ void __launch_bounds__(KM_THREADS) km_assign(const km_args a) {
-    extern __shared__ __align__(16) unsigned char km_smem[];
-    const int D = a.D, K = a.K, ld = D + KM_PAD;
-    __nv_bfloat16 *cs = reinterpret_cast<__nv_bfloat16 *>(km_smem);   /* [K][ld] */
-    __nv_bfloat16 *vs = cs + K * ld;                                  /* [KM_SUB][ld] */
-    float *cnorm = reinterpret_cast<float *>(vs + KM_SUB * ld);       /* [K] */
-    int *lab = reinterpret_cast<int *>(cnorm + K);                    /* [KM_TOKENS] */
-    int *cnt_s = lab + KM_TOKENS;                                     /* [K] */
-    float *sums = reinterpret_cast<float *>(cnt_s + KM_MAX_K);        /* [K][D] */
-
-    const int bh = blockIdx.y, tile = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int b = bh / a.H, h = bh % a.H;
-    const int t0 = tile * KM_TOKENS;
-    const char *vbase = reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1) * 2;
-
-    /* centroids -> BF16 shared tile and their squared norms (of the rounded values) */
-    const float *cent = a.cent + (int64_t)bh * K * D;
-    for (int i = tid; i < K * D; i += KM_THREADS) cs[(i / D) * ld + i % D] = __float2bfloat16_rn(cent[i]);
-    __syncthreads();
-    for (int c = warp; c < K; c += KM_THREADS / 32) {
-        float s = 0.0f;
-        for (int d = lane; d < D; d += 32) {
-            float x = __bfloat162float(cs[c * ld + d]);
-            s = fmaf(x, x, s);
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0) cnorm[c] = s;
-    }
-    if (a.accumulate)
-        for (int i = tid; i < K * D; i += KM_THREADS) sums[i] = 0.0f;
-    for (int c = tid; c < K; c += KM_THREADS) cnt_s[c] = 0;
-
-    for (int sub = 0; sub < KM_TOKENS / KM_SUB; ++sub) {
-        const int s0 = t0 + sub * KM_SUB;
-        if (s0 >= a.S) break;
-        __syncthreads(); /* previous sub-tile fully consumed */
-        if (a.vec16) {
-            /* NOTE: the V tile is the latency that matters (2 CTAs per SM):
-             * every 16-byte chunk of the tile is in flight at once. */
-            const int chunks = D / 8;
-            for (int i = tid; i < KM_SUB * chunks; i += KM_THREADS) {
-                int r = i / chunks, c8 = (i % chunks) * 8, s = s0 + r;
-                if (s < a.S)
-                    cp_async_16(&vs[r * ld + c8], vbase + ((int64_t)s * a.vs2 + c8) * 2);
-                else
-                    *reinterpret_cast<uint4 *>(&vs[r * ld + c8]) = make_uint4(0, 0, 0, 0);
-            }
-            cp_async_commit();
-            cp_async_wait<0>();
-            if (!a.is_bf16) /* FP16 -> BF16 in place, each thread its own chunks */
-                for (int i = tid; i < KM_SUB * chunks; i += KM_THREADS) {
-                    int r = i / chunks, c8 = (i % chunks) * 8;
-                    uint16_t *e = reinterpret_cast<uint16_t *>(&vs[r * ld + c8]);
-#pragma unroll
-                    for (int j = 0; j < 8; ++j)
-                        e[j] = __bfloat16_as_ushort(__float2bfloat16_rn(__half2float(__ushort_as_half(e[j]))));
-                }
-        } else
-        for (int i = tid; i < KM_SUB * D / 2; i += KM_THREADS) {
-            int r = (2 * i) / D, d = (2 * i) % D, s = s0 + r;
-            __nv_bfloat162 pair;
-            if (s < a.S) {
-                const void *row = vbase + (int64_t)s * a.vs2 * 2;
-                float x0 = km_load_value(row, d, a.is_bf16), x1 = km_load_value(row, d + 1, a.is_bf16);
-                pair = __floats2bfloat162_rn(x0, x1);
-            } else {
-                pair = __floats2bfloat162_rn(0.0f, 0.0f);
-            }
-            *reinterpret_cast<__nv_bfloat162 *>(&vs[r * ld + d]) = pair;
-        }
-        __syncthreads();
-
-        /* dot products: this warp's 32 rows x all K centroids */
-        float acc[2][KM_MAX_K / 8][4];
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-            for (int n = 0; n < KM_MAX_K / 8; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.0f;
-        const int qr = lane / 4, qc = (lane % 4) * 2;
-        for (int k0 = 0; k0 < D; k0 += 16) {
-            uint32_t af[2][4];
-#pragma unroll
-            for (int m = 0; m < 2; ++m) {
-                const __nv_bfloat16 *r0 = vs + (warp * 32 + m * 16 + qr) * ld + k0 + qc;
-                af[m][0] = *reinterpret_cast<const uint32_t *>(r0);
-                af[m][1] = *reinterpret_cast<const uint32_t *>(r0 + 8 * ld);
-                af[m][2] = *reinterpret_cast<const uint32_t *>(r0 + 8);
-                af[m][3] = *reinterpret_cast<const uint32_t *>(r0 + 8 * ld + 8);
-            }
-#pragma unroll
-            for (int n = 0; n < KM_MAX_K / 8; ++n) {
-                if (n * 8 >= K) break;
-                const __nv_bfloat16 *c0 = cs + (n * 8 + qr) * ld + k0 + qc;
-                uint32_t bf[2] = {*reinterpret_cast<const uint32_t *>(c0),
-                                  *reinterpret_cast<const uint32_t *>(c0 + 8)};
-                mma_bf16_16816(acc[0][n], af[0], bf);
-                mma_bf16_16816(acc[1][n], af[1], bf);
-            }
-        }
-        /* argmin of |c|^2 - 2 v.c over this thread's columns, then over the quad */
-#pragma unroll
-        for (int m = 0; m < 2; ++m)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                float best = INFINITY;
-                int arg = 0;
-#pragma unroll
-                for (int n = 0; n < KM_MAX_K / 8; ++n) {
-                    if (n * 8 >= K) break;
-#pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        int c = n * 8 + qc + e;
-                        float dist = cnorm[c] - 2.0f * acc[m][n][half * 2 + e];
-                        if (dist < best) { best = dist; arg = c; }
-                    }
-                }
-#pragma unroll
-                for (int o = 1; o <= 2; o <<= 1) {
-                    float ob = __shfl_xor_sync(0xffffffffu, best, o);
-                    int oa = __shfl_xor_sync(0xffffffffu, arg, o);
-                    if (ob < best || (ob == best && oa < arg)) { best = ob; arg = oa; }
-                }
-                if (lane % 4 == 0) lab[sub * KM_SUB + warp * 32 + m * 16 + half * 8 + qr] = arg;
-            }
-        __syncthreads();
-        if (a.accumulate) {
-            /* partial sums as a second tensor-core product, deterministic:
-             * sums[K x D] += onehot(labels)^T [K x tokens] . V [tokens x D].
-             * Warp w owns cluster rows 16w.. (and +64): no two threads touch
-             * the same sum, and no float atomics. */
-            const int valid = min(KM_SUB, a.S - s0);
-            const int *sl = lab + sub * KM_SUB;
-            if (lane % 4 == 0)
-                for (int h2 = 0; h2 < 2; ++h2)
-                    for (int m = 0; m < 2; ++m) {
-                        int r = warp * 32 + m * 16 + h2 * 8 + qr;
-                        if (r < valid) atomicAdd(&cnt_s[sl[r]], 1); /* integers: order-free */
-                    }
-            for (int mt = warp; mt < K / 16; mt += KM_THREADS / 32) {
-                float acc2[KM_MAX_D / 8][4];
-#pragma unroll
-                for (int n = 0; n < KM_MAX_D / 8; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc2[n][e] = 0.0f;
-                const int c0 = mt * 16 + qr;
-                for (int k0 = 0; k0 < KM_SUB; k0 += 16) {
-                    const int t = k0 + qc;
-                    uint32_t af[4];
-                    af[0] = km_onehot2(sl, t, valid, c0);
-                    af[1] = km_onehot2(sl, t, valid, c0 + 8);
-                    af[2] = km_onehot2(sl, t + 8, valid, c0);
-                    af[3] = km_onehot2(sl, t + 8, valid, c0 + 8);
-                    const int row = k0 + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-                    for (int n0 = 0; n0 < KM_MAX_D; n0 += 16) {
-                        if (n0 >= D) break;
-                        uint32_t bf[4];
-                        ldmatrix_x4_trans(bf, &vs[row * ld + n0 + (lane >> 4) * 8]);
-                        const uint32_t b01[2] = {bf[0], bf[1]}, b23[2] = {bf[2], bf[3]};
-                        mma_bf16_16816(acc2[n0 / 8], af, b01);
-                        mma_bf16_16816(acc2[n0 / 8 + 1], af, b23);
-                    }
-                }
-#pragma unroll
-                for (int n = 0; n < KM_MAX_D / 8; ++n) {
-                    if (n * 8 >= D) break;
-                    float *r0 = sums + c0 * D + n * 8 + qc, *r8 = r0 + 8 * D;
-                    r0[0] += acc2[n][0];
-                    r0[1] += acc2[n][1];
-                    r8[0] += acc2[n][2];
-                    r8[1] += acc2[n][3];
-                }
-            }
-        }
-    }
-    __syncthreads();
-    const int valid = min(KM_TOKENS, a.S - t0);
-    for (int i = tid; i < valid; i += KM_THREADS) a.labels[(int64_t)bh * a.S + t0 + i] = lab[i];
-    if (!a.accumulate) /* counts only (for the permutation's offsets) */
-        for (int i = tid; i < valid; i += KM_THREADS) atomicAdd(&cnt_s[lab[i]], 1);
-    __syncthreads();
-    for (int c = tid; c < K; c += KM_THREADS) a.part_cnt[((int64_t)bh * a.ntiles + tile) * K + c] = cnt_s[c];
-    if (a.accumulate) {
-        float *dst = a.part_sum + ((int64_t)bh * a.ntiles + tile) * K * D;
-        for (int i = tid; i < K * D; i += KM_THREADS) dst[i] = sums[i];
-    }
-}
-
-/* ---- centroid update: grid (K, BH), one thread per channel ------------------------------ */
-
-__global__ void km_update(float *cent, const float *part_sum, const int *part_cnt, int K, int D, int ntiles) {
-    const int c = blockIdx.x, bh = blockIdx.y, d = threadIdx.x;
-    if (d >= D) return;
-    double s = 0.0;
-    int64_t n = 0;
-    for (int t = 0; t < ntiles; ++t) {
-        s += part_sum[(((int64_t)bh * ntiles + t) * K + c) * D + d];
-        n += part_cnt[((int64_t)bh * ntiles + t) * K + c];
-    }
-    if (n > 0) cent[((int64_t)bh * K + c) * D + d] = (float)(s / (double)n);
-}
-
-/* ---- initial centroids: K distinct tokens, one drawn from each of K equal strides ---- */
-
-__device__ __forceinline__ uint64_t km_mix(uint64_t z) {
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* The initial centroid c of head bh: one token drawn (seeded) from the c-th of
- * K equal strides of the sequence, or token c % S when S < K.  Returns its row. */
-template <typename A>
-__device__ __forceinline__ const void *km_init_row(const A &a, int bh, int c, uint64_t seed) {
-    const int b = bh / a.H, h = bh % a.H;
-    int64_t token;
-    if (a.S >= a.K) {
-        int64_t stride = a.S / a.K;
-        token = (int64_t)c * stride + (int64_t)(km_mix(seed ^ km_mix((uint64_t)bh * 1315423911u + c)) % (uint64_t)stride);
-    } else {
-        token = c % a.S;
-    }
-    return reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1 + token * a.vs2) * 2;
-}
-
-__global__ void km_init(const km_args a, float *cent, uint64_t seed) {
-    const int c = blockIdx.x, bh = blockIdx.y, d = threadIdx.x;
-    if (d >= a.D) return;
-    cent[((int64_t)bh * a.K + c) * a.D + d] = km_load_value(km_init_row(a, bh, c, seed), d, a.is_bf16);
-}
-
-/* ---- permutation: offsets of each (cluster, tile), then the scatter ---------------------- */
-
-__global__ void km_offsets(const int *part_cnt, int *offsets, int K, int ntiles) {
-    /* one CTA per (batch, head); thread c sums its cluster, thread 0 scans */
-    extern __shared__ int km_tot[];
-    const int bh = blockIdx.x;
-    const int *cnt = part_cnt + (int64_t)bh * ntiles * K;
-    for (int c = threadIdx.x; c < K; c += blockDim.x) {
-        int s = 0;
-        for (int t = 0; t < ntiles; ++t) s += cnt[t * K + c];
-        km_tot[c] = s;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int run = 0;
-        for (int c = 0; c < K; ++c) {
-            int n = km_tot[c];
-            km_tot[c] = run;
-            run += n;
-        }
-    }
-    __syncthreads();
-    for (int c = threadIdx.x; c < K; c += blockDim.x) {
-        int run = km_tot[c];
-        for (int t = 0; t < ntiles; ++t) {
-            offsets[((int64_t)bh * ntiles + t) * K + c] = run;
-            run += cnt[t * K + c];
-        }
-    }
-}
-
-__global__ void km_scatter(const int32_t *labels, const int *offsets, int32_t *perm, int S, int K, int ntiles) {
-    __shared__ int lab[KM_TOKENS];
-    const int tile = blockIdx.x, bh = blockIdx.y, t0 = tile * KM_TOKENS;
-    const int valid = min(KM_TOKENS, S - t0);
-    for (int i = threadIdx.x; i < valid; i += blockDim.x) lab[i] = labels[(int64_t)bh * S + t0 + i];
-    __syncthreads();
-    for (int c = threadIdx.x; c < K; c += blockDim.x) {
-        int pos = offsets[((int64_t)bh * ntiles + tile) * K + c];
-        int32_t *dst = perm + (int64_t)bh * S;
-        for (int i = 0; i < valid; ++i)
-            if (lab[i] == c) dst[pos++] = t0 + i;
-    }
-}
 
 /* ==== fused path (K <= 64): one persistent launch for every iteration ==================
  *
@@ -390,10 +52,9 @@ __global__ void km_scatter(const int32_t *labels, const int *offsets, int32_t *p
  * (warp w: clusters 32(w/4).. x channels (w%4) D/4..).  The one-hot matrix (64 x 128
  * BF16) lives in shared memory and is shared by the warps: the thread that labels
  * token r clears r's old entry and sets the new one (no other thread touches column
- * r).  K = 64 is compiled without the K guards (FULL).  The mma.sync products of
- * session 3 stay as compile-time variants (MODE; VCATTN_KMEANS_MMA_SYNC=1/2/3 picks
- * them at D = 128, k = 64) for A/B measurements: same results bit for bit.  No float
- * atomics: the result is bitwise reproducible.  The reducing CTA drops the partials'
+ * r).  K = 64 is compiled without the K guards (FULL).  (The mma.sync products of
+ * session 3 were kept as A/B variants until version 6 and are in git history, commit
+ * dd58f4d: same results bit for bit, 1.3-1.6x slower.)  No float atomics: the result is bitwise reproducible.  The reducing CTA drops the partials'
  * L2 lines once read (discard: no write-back of dead data).  Measured steps and A/Bs:
  * docs/kernel-log.md, "GPU k-means". */
 
@@ -428,7 +89,6 @@ struct km2_args {
     int64_t vs0, vs1, vs2;
     int H, S, K, BH, P, nsub, iters, is_bf16;
     int tma;                /* V sub-tiles by TMA (the map encoded); else 2-byte loads */
-    int mma_sync;           /* A/B switch: bit 0 distances, bit 1 sums by mma.sync instead of wgmma */
     long long total;        /* (iters + 2) * BH * P items */
     float *cent;            /* (BH, K, D) FP32 */
     __nv_bfloat16 *centb;   /* (BH, K, D) BF16 copy used by the product */
@@ -545,7 +205,7 @@ struct km2_lay {
     static constexpr int TOTAL = CS + 2 * VB + OH + SMALL + 1024;
 };
 
-template <int D, bool FULL, int MODE, bool ACC>
+template <int D, bool FULL, bool ACC>
 __device__ __forceinline__ void km2_cluster_item(const km2_args &a, const CUtensorMap *vmap, uint64_t *vbar,
                                                  uint32_t &vpar, unsigned char *sm, int it, int bh, int tile) {
     typedef km2_lay<D> L;
@@ -562,7 +222,7 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, const CUtens
     const int qr = lane >> 2, qc = (lane & 3) * 2;
     const int wg = warp >> 2; /* warpgroup */
     constexpr bool accumulate = ACC; /* it < a.iters; a template so that no wgmma sits in a divergent branch */
-    constexpr bool dist_wg = !(MODE & 1), sums_wg = D == 128 && !(MODE & 2);
+    constexpr bool sums_wg = D == 128; /* D = 64: one 64-channel block, the sums by mma.sync */
     const int b = bh / a.H, h = bh % a.H;
     const char *vbase = reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1) * 2;
     const int sb = (int)((int64_t)tile * a.nsub / a.P), se = (int)((int64_t)(tile + 1) * a.nsub / a.P);
@@ -641,45 +301,23 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, const CUtens
         if (a.tma && j + 1 < n && tid == 0)
             km2_tma_v<D>(vmap, &vbar[(j + 1) & 1], vbuf + ((j + 1) & 1) * (L::VB / 2), b, h, s0 + KM2_SUB);
 
-        /* distances: tokens 16w.. x all 64 centroids */
+        /* distances: warpgroup wg = tokens 64wg.. x all 64 centroids (B read once per
+         * warpgroup); warp w holds tokens 16w.. of them */
         {
             float acc[32];
-            if (dist_wg) {
-                /* warpgroup wg: tokens 64wg.. x 64 centroids, B read once per warpgroup */
 #pragma unroll
-                for (int e = 0; e < 32; ++e) acc[e] = 0.0f;
-                km_wgmma_fence();
+            for (int e = 0; e < 32; ++e) acc[e] = 0.0f;
+            km_wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < D / 16; ++kk) {
-                    const uint32_t koff = (kk & 3) * 32;
-                    const uint64_t da = km_desc_at(vs_d, (kk >> 2) * (KM2_SUB * 128) + koff);
-                    const uint64_t db = km_desc_at(cs_d, (kk >> 2) * (KM2_K * 128) + koff);
-                    km_wgmma_64x64<0>(acc, da, db, kk > 0);
-                }
-                km_wgmma_commit();
-                km_wgmma_wait0();
-                km_reg_fence(acc);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 32; ++e) acc[e] = 0.0f;
-                const int ar = warp * 16 + (lane & 15), ac = (lane >> 4) * 8;
-                const int br = (lane & 7) + ((lane >> 4) << 3), bc = ((lane >> 3) & 1) * 8;
-#pragma unroll
-                for (int k0 = 0; k0 < D; k0 += 16) {
-                    uint32_t af[4];
-                    ldmatrix_x4(af, vs + km_sw<KM2_SUB>(ar, k0 + ac));
-#pragma unroll
-                    for (int p = 0; p < 4; ++p) {
-                        if (p * 16 < K) {
-                            uint32_t bf[4];
-                            ldmatrix_x4(bf, cs + km_sw<KM2_K>(br + p * 16, k0 + bc));
-                            const uint32_t b0[2] = {bf[0], bf[1]}, b1[2] = {bf[2], bf[3]};
-                            mma_bf16_16816(*reinterpret_cast<float(*)[4]>(&acc[8 * p]), af, b0);
-                            mma_bf16_16816(*reinterpret_cast<float(*)[4]>(&acc[8 * p + 4]), af, b1);
-                        }
-                    }
-                }
+            for (int kk = 0; kk < D / 16; ++kk) {
+                const uint32_t koff = (kk & 3) * 32;
+                const uint64_t da = km_desc_at(vs_d, (kk >> 2) * (KM2_SUB * 128) + koff);
+                const uint64_t db = km_desc_at(cs_d, (kk >> 2) * (KM2_K * 128) + koff);
+                km_wgmma_64x64<0>(acc, da, db, kk > 0);
             }
+            km_wgmma_commit();
+            km_wgmma_wait0();
+            km_reg_fence(acc);
             /* |c|^2 - 2 v.c with one rounding (2 v.c is exact): the same value as c - 2.0f * acc */
             float2 c2[8];
 #pragma unroll
@@ -933,7 +571,7 @@ __device__ __forceinline__ void km2_scatter_item(const km2_args &a, unsigned cha
     }
 }
 
-template <int D, bool FULL, int MODE>
+template <int D, bool FULL>
 __global__ void __launch_bounds__(KM2_THREADS, 2) km2_main(const km2_args a, const __grid_constant__ CUtensorMap vmap) {
     extern __shared__ __align__(16) unsigned char km2_smem[];
     __shared__ long long s_item;
@@ -963,9 +601,9 @@ __global__ void __launch_bounds__(KM2_THREADS, 2) km2_main(const km2_args a, con
             km2_scatter_item<D>(a, sm, bh, tile);
         else
             if (it < a.iters)
-                km2_cluster_item<D, FULL, MODE, true>(a, &vmap, vbar, vpar, sm, it, bh, tile);
+                km2_cluster_item<D, FULL, true>(a, &vmap, vbar, vpar, sm, it, bh, tile);
             else
-                km2_cluster_item<D, FULL, MODE, false>(a, &vmap, vbar, vpar, sm, it, bh, tile);
+                km2_cluster_item<D, FULL, false>(a, &vmap, vbar, vpar, sm, it, bh, tile);
     }
 }
 
@@ -1001,13 +639,6 @@ __global__ void km2_init(const km2_args a, int D, const float *init, uint64_t se
 }
 
 /* ---- host side -------------------------------------------------------------------------- */
-
-typedef struct {
-    int64_t bh, ntiles;
-    int fused;          /* K <= 64: the persistent path */
-    int64_t nsub, P;    /* fused: 128-token sub-tiles per (b, h), tiles per (b, h) */
-    size_t cent, labels, part_sum, part_cnt, offsets, centb, cnorm, ctr, total;
-} km_layout;
 
 static size_t km_align(size_t x) { return (x + 255) & ~(size_t)255; }
 
@@ -1054,15 +685,6 @@ extern "C" vcattn_status vcattn_gpu_kmeans_workspace_size(const vcattn_gpu_kmean
     return VCATTN_STATUS_SUCCESS;
 }
 
-static vcattn_status km_cuda(cudaError_t e) {
-    if (e == cudaSuccess) return VCATTN_STATUS_SUCCESS;
-    return e == cudaErrorMemoryAllocation ? VCATTN_STATUS_OUT_OF_MEMORY : VCATTN_STATUS_CUDA_ERROR;
-}
-
-static int km_vec16(const vcattn_gpu_kmeans_params *p) {
-    return ((uintptr_t)p->v % 16 == 0) && p->v_stride[0] % 8 == 0 && p->v_stride[1] % 8 == 0 && p->v_stride[2] % 8 == 0;
-}
-
 /* The V map of the fused path: dims (channels, tokens, heads, batch) with the caller's
  * strides, box 64 channels x 128 tokens, 128B swizzle, zero fill past S.  false (-> the
  * 2-byte load path) when V is not 16-byte aligned or the driver refuses the map. */
@@ -1078,76 +700,21 @@ static bool km2_make_vmap(const vcattn_gpu_kmeans_params *p, CUtensorMap *m) {
               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int D, bool FULL, int MODE>
+template <int D, bool FULL>
 static vcattn_status km2_launch(const km2_args &a, const CUtensorMap &vmap, cudaStream_t stream) {
     const size_t smem = km2_lay<D>::TOTAL;
     vcattn_status st;
-    if ((st = km_cuda(cudaFuncSetAttribute(km2_main<D, FULL, MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))
+    if ((st = km_cuda(cudaFuncSetAttribute(km2_main<D, FULL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))
         return st;
     int dev = 0, sms = 0, per_sm = 0;
     if ((st = km_cuda(cudaGetDevice(&dev))) || (st = km_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev))) ||
-        (st = km_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, km2_main<D, FULL, MODE>, KM2_THREADS, smem))))
+        (st = km_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, km2_main<D, FULL>, KM2_THREADS, smem))))
         return st;
     if (per_sm < 1) return VCATTN_STATUS_CUDA_ERROR;
     long long grid = (long long)sms * per_sm;
     if (grid > a.total) grid = a.total;
-    km2_main<D, FULL, MODE><<<(unsigned)grid, KM2_THREADS, smem, stream>>>(a, vmap);
+    km2_main<D, FULL><<<(unsigned)grid, KM2_THREADS, smem, stream>>>(a, vmap);
     return VCATTN_STATUS_SUCCESS;
-}
-
-/* K > 64: the earlier path (one launch per step) */
-static vcattn_status km_legacy(const vcattn_gpu_kmeans_params *p, const km_layout &L, char *ws, cudaStream_t stream) {
-    vcattn_status st = VCATTN_STATUS_SUCCESS;
-    float *cent = (float *)(ws + L.cent);
-    const int K = p->clusters, D = (int)p->head_dim;
-
-    km_args a;
-    a.v = p->v;
-    a.vs0 = p->v_stride[0];
-    a.vs1 = p->v_stride[1];
-    a.vs2 = p->v_stride[2];
-    a.H = (int)p->heads;
-    a.S = (int)p->seq;
-    a.D = D;
-    a.K = K;
-    a.ntiles = (int)L.ntiles;
-    a.is_bf16 = p->dtype == VCATTN_GPU_DTYPE_BF16;
-    a.cent = cent;
-    a.labels = (int32_t *)(ws + L.labels);
-    a.part_sum = (float *)(ws + L.part_sum);
-    a.part_cnt = (int *)(ws + L.part_cnt);
-    a.accumulate = 0;
-    a.vec16 = 0;
-
-    size_t cent_bytes = (size_t)L.bh * K * D * sizeof(float);
-    if (p->init_centroids)
-        st = km_cuda(cudaMemcpyAsync(cent, p->init_centroids, cent_bytes, cudaMemcpyDeviceToDevice, stream));
-    else
-        km_init<<<dim3(K, (unsigned)L.bh), 128, 0, stream>>>(a, cent, p->seed);
-    if (st) return st;
-
-    const int ld = D + KM_PAD;
-    size_t smem = (size_t)(K + KM_SUB) * ld * 2 + K * sizeof(float) + (KM_TOKENS + KM_MAX_K) * sizeof(int) +
-                  (size_t)K * D * sizeof(float);
-    a.vec16 = km_vec16(p);
-    if ((st = km_cuda(cudaFuncSetAttribute(km_assign, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))
-        return st;
-    dim3 grid((unsigned)L.ntiles, (unsigned)L.bh);
-    for (int it = 0; it < p->iterations; ++it) {
-        a.accumulate = 1;
-        km_assign<<<grid, KM_THREADS, smem, stream>>>(a);
-        km_update<<<dim3(K, (unsigned)L.bh), 128, 0, stream>>>(cent, a.part_sum, a.part_cnt, K, D, a.ntiles);
-    }
-    /* final labels of the returned centroids, then the stable counting sort */
-    a.accumulate = 0;
-    km_assign<<<grid, KM_THREADS, smem, stream>>>(a);
-    int *offsets = (int *)(ws + L.offsets);
-    km_offsets<<<(unsigned)L.bh, 128, K * sizeof(int), stream>>>(a.part_cnt, offsets, K, a.ntiles);
-    km_scatter<<<grid, 128, 0, stream>>>(a.labels, offsets, p->perm, a.S, K, a.ntiles);
-    if (p->labels)
-        st = km_cuda(cudaMemcpyAsync(p->labels, a.labels, (size_t)L.bh * p->seq * sizeof(int32_t),
-                                     cudaMemcpyDeviceToDevice, stream));
-    return st;
 }
 
 extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, void *workspace,
@@ -1164,7 +731,7 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
     const int K = p->clusters, D = (int)p->head_dim;
 
     if (!L.fused) {
-        st = km_legacy(p, L, ws, stream);
+        st = vc_kmeans_legacy(p, L, ws, stream);
     } else {
         km2_args a;
         a.v = p->v;
@@ -1182,12 +749,6 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
         CUtensorMap vmap;
         memset(&vmap, 0, sizeof vmap);
         a.tma = km2_make_vmap(p, &vmap);
-        {
-            /* A/B switch for measurements: VCATTN_KMEANS_MMA_SYNC=1 distances, 2 sums, 3 both by
-             * mma.sync (the session-3 products) instead of wgmma */
-            const char *e = getenv("VCATTN_KMEANS_MMA_SYNC");
-            a.mma_sync = e ? atoi(e) & 3 : 0;
-        }
         a.total = ((long long)p->iterations + 2) * L.bh * L.P;
         a.cent = cent;
         a.centb = (__nv_bfloat16 *)(ws + L.centb);
@@ -1201,13 +762,10 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
         a.done = (int *)(ws + L.ctr + sizeof(unsigned long long));
         a.ready = a.done + L.bh;
         km2_init<<<dim3(K, (unsigned)L.bh), 128, 0, stream>>>(a, D, p->init_centroids, p->seed);
-        if (D == 128 && K == KM2_K && a.mma_sync) /* the A/B variants: D = 128, k = 64 only */
-            st = a.mma_sync == 1 ? km2_launch<128, true, 1>(a, vmap, stream)
-               : a.mma_sync == 2 ? km2_launch<128, true, 2>(a, vmap, stream) : km2_launch<128, true, 3>(a, vmap, stream);
-        else if (D == 128)
-            st = K == KM2_K ? km2_launch<128, true, 0>(a, vmap, stream) : km2_launch<128, false, 0>(a, vmap, stream);
+        if (D == 128)
+            st = K == KM2_K ? km2_launch<128, true>(a, vmap, stream) : km2_launch<128, false>(a, vmap, stream);
         else
-            st = K == KM2_K ? km2_launch<64, true, 0>(a, vmap, stream) : km2_launch<64, false, 0>(a, vmap, stream);
+            st = K == KM2_K ? km2_launch<64, true>(a, vmap, stream) : km2_launch<64, false>(a, vmap, stream);
     }
     if (st) return st;
     size_t cent_bytes = (size_t)L.bh * K * D * sizeof(float);

@@ -1,0 +1,83 @@
+/* kmeans_common.cuh - what the two GPU k-means paths share (internal to the library):
+ * the BF16 mma.sync and ldmatrix helpers, 16-bit value loads, the seeded initial-centroid
+ * token, the workspace layout and the host helpers.  The fused path (k <= 64) is in
+ * kmeans.cu with the public calls, the earlier path (k > 64) in kmeans_legacy.cu. */
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "vcattn.h"
+
+#define KM_TOKENS 1024      /* tokens per CTA of the earlier path (its tile of partial sums) */
+#define KM_MAX_K 128
+
+__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* Four 8x8 b16 matrices, transposed on the way: thread t gets (row 2(t%4)
+ * and 2(t%4)+1, column t/4) of each - the B fragment of m16n8k16 when the
+ * rows are the reduction axis.  Lanes 8i..8i+7 give the row addresses of
+ * matrix i. */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *smem_row) {
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+__device__ __forceinline__ float km_load_value(const void *base, int64_t off, int is_bf16) {
+    uint16_t h = reinterpret_cast<const uint16_t *>(base)[off];
+    return is_bf16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
+}
+
+/* ---- initial centroids: K distinct tokens, one drawn from each of K equal strides ---- */
+
+__device__ __forceinline__ uint64_t km_mix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The initial centroid c of head bh: one token drawn (seeded) from the c-th of
+ * K equal strides of the sequence, or token c % S when S < K.  Returns its row. */
+template <typename A>
+__device__ __forceinline__ const void *km_init_row(const A &a, int bh, int c, uint64_t seed) {
+    const int b = bh / a.H, h = bh % a.H;
+    int64_t token;
+    if (a.S >= a.K) {
+        int64_t stride = a.S / a.K;
+        token = (int64_t)c * stride + (int64_t)(km_mix(seed ^ km_mix((uint64_t)bh * 1315423911u + c)) % (uint64_t)stride);
+    } else {
+        token = c % a.S;
+    }
+    return reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1 + token * a.vs2) * 2;
+}
+
+/* ---- host side ---------------------------------------------------------------------------- */
+
+typedef struct {
+    int64_t bh, ntiles;
+    int fused;          /* K <= 64: the persistent path */
+    int64_t nsub, P;    /* fused: 128-token sub-tiles per (b, h), tiles per (b, h) */
+    size_t cent, labels, part_sum, part_cnt, offsets, centb, cnorm, ctr, total;
+} km_layout;
+
+static inline vcattn_status km_cuda(cudaError_t e) {
+    if (e == cudaSuccess) return VCATTN_STATUS_SUCCESS;
+    return e == cudaErrorMemoryAllocation ? VCATTN_STATUS_OUT_OF_MEMORY : VCATTN_STATUS_CUDA_ERROR;
+}
+
+static inline int km_vec16(const vcattn_gpu_kmeans_params *p) {
+    return ((uintptr_t)p->v % 16 == 0) && p->v_stride[0] % 8 == 0 && p->v_stride[1] % 8 == 0 && p->v_stride[2] % 8 == 0;
+}
+
+/* K > 64: the earlier path, one launch per step (kmeans_legacy.cu).  L from km_validate. */
+vcattn_status vc_kmeans_legacy(const vcattn_gpu_kmeans_params *p, const km_layout &L, char *ws, cudaStream_t stream);
