@@ -5,7 +5,8 @@
  *   kmeans_check bench B H S D    bitwise determinism of two cold calls, timing (cold 8
  *                                 iterations, warm 2, 4 and 0) and the share of one
  *                                 vsmooth-expcast attention call (skipped when
- *                                 KM_NO_ATTENTION is set); exit 1 if the calls differ
+ *                                 KM_NO_ATTENTION is set); exit 1 if the calls differ;
+ *                                 KM_BENCH_LAYOUT=bshd reads V as (B,S,H,D) (no attention)
  * Prints "N passed, N failed" after check, and "HASH ..." lines (FNV-1a of the permutation,
  * labels and centroids) for each checked run and the cold benchmark call, so that two builds
  * can be compared result for result (diff their HASH lines). */
@@ -223,6 +224,39 @@ static void variant_check(const input *base, int k, int Dv, int fp16, int misali
     cudaFree(alloc);
 }
 
+/* The same V in another memory layout - (B,S,H,D), or (B,H,S,D) rows padded to D + 8 -
+ * must give the same permutation, labels and centroids bit for bit as the contiguous
+ * (B,H,S,D) run `ref` (k = 64, default iterations): the strides reach the loads (the TMA
+ * map takes them as they come, the S stride above the H stride for (B,S,H,D)). */
+static void layout_check(const input *in, const run *ref, int bshd) {
+    const int64_t B = in->B, H = in->H, S = in->S, D = in->D, ld = bshd ? D : D + 8;
+    const size_t n = (size_t)(B * H * S * ld);
+    uint16_t *bits = calloc(n, 2);
+    int64_t vs[3];
+    if (bshd) { vs[0] = S * H * D; vs[1] = D; vs[2] = H * D; }
+    else { vs[0] = H * S * ld; vs[1] = S * ld; vs[2] = ld; }
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t s = 0; s < S; ++s)
+                memcpy(bits + b * vs[0] + h * vs[1] + s * vs[2], in->vb + ((b * H + h) * S + s) * D, (size_t)D * 2);
+    void *dv = NULL;
+    CUDA_OK(cudaMalloc(&dv, n * 2));
+    CUDA_OK(cudaMemcpy(dv, bits, n * 2, cudaMemcpyHostToDevice));
+    run r;
+    run_setup(&r, in, 64);
+    r.p.v = dv;
+    memcpy(r.p.v_stride, vs, sizeof vs);
+    run_exec(&r, in);
+    const size_t nl = (size_t)(B * H * S), nc = (size_t)(B * H * 64 * D);
+    EXPECT(!memcmp(r.perm, ref->perm, nl * 4) && !memcmp(r.labels, ref->labels, nl * 4) &&
+               !memcmp(r.cent, ref->cent, nc * 4),
+           "%s layout (B%lld H%lld S%lld) differs from (B,H,S,D)", bshd ? "(B,S,H,D)" : "padded-row",
+           (long long)B, (long long)H, (long long)S);
+    run_free(&r);
+    cudaFree(dv);
+    free(bits);
+}
+
 static int cmd_check(void) {
     /* shapes: tiny (S < k and a partial tile), odd S, a medium video grid */
     const int64_t grids[][5] = {{1, 2, 1, 3, 17}, {2, 3, 3, 7, 61}, {1, 4, 21, 30, 52}};
@@ -244,6 +278,10 @@ static int cmd_check(void) {
         EXPECT(!memcmp(perm1, r.perm, (size_t)(in.B * in.H * in.S) * 4) &&
                    !memcmp(cent1, r.cent, (size_t)(in.B * in.H * 64 * in.D) * 4),
                "%s: two runs differ", what);
+        if (g >= 1) {
+            layout_check(&in, &r, 1);
+            layout_check(&in, &r, 0);
+        }
         if (g == 1) {
             /* k < 64 with an empty half, k = 48, D = 64, FP16, unaligned V, and k = 128 */
             variant_check(&in, 16, 128, 0, 0);
@@ -372,6 +410,10 @@ static int cmd_bench(int64_t B, int64_t H, int64_t S, int64_t D) {
     run r;
     run_setup(&r, &in, 64);
     r.p.labels = NULL;
+    /* KM_BENCH_LAYOUT=bshd: the same buffer read as (B,S,H,D), the layout of most pipelines */
+    const char *layout = getenv("KM_BENCH_LAYOUT");
+    const int bshd = layout && !strcmp(layout, "bshd");
+    if (bshd) { r.p.v_stride[0] = S * H * D; r.p.v_stride[1] = D; r.p.v_stride[2] = H * D; }
     int differ = 0;
     {
         /* bitwise determinism at this shape: two cold calls */
@@ -400,11 +442,11 @@ static int cmd_bench(int64_t B, int64_t H, int64_t S, int64_t D) {
     float warm4 = time_median(&r, 10);
     r.p.iterations = 0;
     float warm0 = time_median(&r, 10);
-    printf("KMEANS-ONLY (%lld,%lld,%lld,%lld) k=64: cold 8 it %.3f ms, warm 2 it %.3f ms, warm 4 it %.3f ms, "
+    printf("KMEANS-ONLY (%lld,%lld,%lld,%lld)%s k=64: cold 8 it %.3f ms, warm 2 it %.3f ms, warm 4 it %.3f ms, "
            "0 it (labels + permutation only) %.3f ms\n",
-           (long long)B, (long long)H, (long long)S, (long long)D, cold, warm2, warm4, warm0);
+           (long long)B, (long long)H, (long long)S, (long long)D, bshd ? " (B,S,H,D)" : "", cold, warm2, warm4, warm0);
     fflush(stdout);
-    if (getenv("KM_NO_ATTENTION")) { run_free(&r); free(vb); cudaFree(in.dv); return differ; }
+    if (getenv("KM_NO_ATTENTION") || bshd) { run_free(&r); free(vb); cudaFree(in.dv); return differ; }
     /* one vsmooth-expcast attention call at the same shape, same run */
     float attn = -1.0f;
     vcattn_gpu_params ap;
@@ -451,6 +493,6 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "check")) return cmd_check();
     if (argc >= 6 && !strcmp(argv[1], "bench"))
         return cmd_bench(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]));
-    fprintf(stderr, "usage: kmeans_check check | bench B H S D\n");
+    fprintf(stderr, "usage: kmeans_check check | bench B H S D   (env: KM_NO_ATTENTION, KM_BENCH_LAYOUT=bshd)\n");
     return 2;
 }
