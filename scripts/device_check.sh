@@ -62,22 +62,20 @@ if has medium; then
 fi
 if has sanitize; then
     if command -v compute-sanitizer > /dev/null; then
-        for tool in memcheck racecheck synccheck; do
-            say "== compute-sanitizer --tool $tool"
-            timeout 240 compute-sanitizer --tool $tool --error-exitcode 3 "$BIN" small > "$OUT/sanitize_$tool.txt" 2>&1
-            r=$?
-            tail -4 "$OUT/sanitize_$tool.txt" | tee -a "$LOG"
-            say "   $tool exit $r"; [ $r = 0 ] || RC=1
-        done
+        # sanitize TAG TIMEOUT PROGRAM ARGS...: memcheck, racecheck and synccheck of one program
+        sanitize() {
+            local tag=$1 limit=$2; shift 2
+            for tool in memcheck racecheck synccheck; do
+                say "== compute-sanitizer --tool $tool ($*)"
+                timeout "$limit" compute-sanitizer --tool $tool --error-exitcode 3 "$@" > "$OUT/sanitize_$tag$tool.txt" 2>&1
+                local r=$?
+                tail -3 "$OUT/sanitize_$tag$tool.txt" | tee -a "$LOG"
+                say "   $tool exit $r"; [ $r = 0 ] || RC=1
+            done
+        }
+        sanitize "" 240 "$BIN" small
         KM="$(dirname "$BIN")/kmeans_check"   # the k-means kernel (TMA + mbarrier ring) on its check shapes
-        for tool in memcheck racecheck synccheck; do
-            [ -x "$KM" ] || break
-            say "== compute-sanitizer --tool $tool (kmeans_check check)"
-            timeout 300 compute-sanitizer --tool $tool --error-exitcode 3 "$KM" check > "$OUT/sanitize_km_$tool.txt" 2>&1
-            r=$?
-            tail -3 "$OUT/sanitize_km_$tool.txt" | tee -a "$LOG"
-            say "   $tool exit $r"; [ $r = 0 ] || RC=1
-        done
+        [ -x "$KM" ] && sanitize km_ 300 "$KM" check
     else
         say "compute-sanitizer not found"
     fi

@@ -513,14 +513,7 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, const CUtens
 #endif
     } else {
         /* counting sort: offsets[(bh, tile, c)] = sum of earlier clusters + this cluster's earlier tiles */
-        if (tid == 0) {
-            int run = 0;
-            for (int c = 0; c < K; ++c) {
-                int nn = tot[c];
-                tot[c] = run;
-                run += nn;
-            }
-        }
+        if (tid == 0) km_exclusive_scan(tot, K);
         __syncthreads();
         if (tid < K) {
             int run = tot[tid];

@@ -61,6 +61,16 @@ __device__ __forceinline__ const void *km_init_row(const A &a, int bh, int c, ui
     return reinterpret_cast<const char *>(a.v) + (b * a.vs0 + h * a.vs1 + token * a.vs2) * 2;
 }
 
+/* counting sort: tot[c] <- tot[0] + ... + tot[c-1], run by one thread (K <= 128) */
+__device__ __forceinline__ void km_exclusive_scan(int *tot, int K) {
+    int run = 0;
+    for (int c = 0; c < K; ++c) {
+        const int n = tot[c];
+        tot[c] = run;
+        run += n;
+    }
+}
+
 /* ---- host side ---------------------------------------------------------------------------- */
 
 typedef struct {

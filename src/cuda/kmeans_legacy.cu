@@ -261,14 +261,7 @@ __global__ void km_offsets(const int *part_cnt, int *offsets, int K, int ntiles)
         km_tot[c] = s;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        int run = 0;
-        for (int c = 0; c < K; ++c) {
-            int n = km_tot[c];
-            km_tot[c] = run;
-            run += n;
-        }
-    }
+    if (threadIdx.x == 0) km_exclusive_scan(km_tot, K);
     __syncthreads();
     for (int c = threadIdx.x; c < K; c += blockDim.x) {
         int run = km_tot[c];
