@@ -257,6 +257,25 @@ static void layout_check(const input *in, const run *ref, int bshd) {
     free(bits);
 }
 
+/* Centroids into a caller buffer that is 4 bytes off 16-byte alignment (a tensor view):
+ * the same bits as `ref`. */
+static void centroid_buffer_check(const input *in, const run *ref) {
+    run r;
+    run_setup(&r, in, 64);
+    const size_t nc = (size_t)(in->B * in->H * 64 * in->D), nl = (size_t)(in->B * in->H * in->S);
+    float *aligned = r.dcent, *base = NULL;
+    CUDA_OK(cudaMalloc((void **)&base, nc * 4 + 16));
+    r.dcent = base + 1;
+    r.p.centroids = r.dcent;
+    run_exec(&r, in);
+    EXPECT(!memcmp(r.perm, ref->perm, nl * 4) && !memcmp(r.cent, ref->cent, nc * 4),
+           "misaligned centroid buffer (B%lld H%lld S%lld) differs", (long long)in->B, (long long)in->H,
+           (long long)in->S);
+    r.dcent = aligned;
+    cudaFree(base);
+    run_free(&r);
+}
+
 static int cmd_check(void) {
     /* shapes: tiny (S < k and a partial tile), odd S, a medium video grid */
     const int64_t grids[][5] = {{1, 2, 1, 3, 17}, {2, 3, 3, 7, 61}, {1, 4, 21, 30, 52}};
@@ -281,6 +300,7 @@ static int cmd_check(void) {
         if (g >= 1) {
             layout_check(&in, &r, 1);
             layout_check(&in, &r, 0);
+            centroid_buffer_check(&in, &r);
         }
         if (g == 1) {
             /* k < 64 with an empty half, k = 48, D = 64, FP16, unaligned V, and k = 128 */
