@@ -372,7 +372,9 @@ vcattn_status vcattn_gpu_device_check(void);
 
 /* The full call: preprocessing + attention on `stream` (a cudaStream_t, NULL
  * for the default stream).  Asynchronous: errors of the kernels themselves
- * surface at the caller's next synchronization; launch errors are returned. */
+ * surface at the caller's next synchronization; launch errors are returned.
+ * The workspace: at least vcattn_gpu_workspace_size bytes, 256-byte aligned
+ * (as cudaMalloc returns it), else INVALID_ARGUMENT. */
 vcattn_status vcattn_gpu_attention(const vcattn_gpu_params *p, void *workspace,
                                    size_t workspace_bytes, void *stream);
 
@@ -446,7 +448,9 @@ typedef struct vcattn_gpu_kmeans_params {
 /* clusters 64, iterations 8, BF16, everything else zero. */
 void vcattn_gpu_kmeans_params_init(vcattn_gpu_kmeans_params *p);
 vcattn_status vcattn_gpu_kmeans_workspace_size(const vcattn_gpu_kmeans_params *p, size_t *bytes);
-/* Enqueues the grouping on `stream` (cudaStream_t or NULL). */
+/* Enqueues the grouping on `stream` (cudaStream_t or NULL).  The workspace: at least
+ * vcattn_gpu_kmeans_workspace_size bytes, 256-byte aligned (as cudaMalloc returns it),
+ * else INVALID_ARGUMENT. */
 vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, void *workspace,
                                 size_t workspace_bytes, void *stream);
 

@@ -716,7 +716,8 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
     vcattn_status st = km_validate(p, &L);
     if (st) return st;
     if (!workspace) return VCATTN_STATUS_NULL_POINTER;
-    if (workspace_bytes < L.total) return VCATTN_STATUS_INVALID_ARGUMENT;
+    /* the partial sums are read as float4 and dropped from L2 in 128-byte lines */
+    if (workspace_bytes < L.total || (uintptr_t)workspace % 256) return VCATTN_STATUS_INVALID_ARGUMENT;
     if ((st = vcattn_gpu_device_check())) return st;
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     char *ws = (char *)workspace;

@@ -377,6 +377,16 @@ static int cmd_check(void) {
         run_free(&r);
         free_input(&in);
     }
+    /* a workspace off 256-byte alignment is refused, not run */
+    {
+        input in = make_input(1, 1, 2, 8, 16, 13);
+        run r;
+        run_setup(&r, &in, 64);
+        EXPECT(vcattn_gpu_kmeans(&r.p, (char *)r.ws + 16, r.ws_bytes - 16, NULL) == VCATTN_STATUS_INVALID_ARGUMENT,
+               "misaligned workspace accepted");
+        run_free(&r);
+        free_input(&in);
+    }
     /* bad input */
     vcattn_gpu_kmeans_params p;
     vcattn_gpu_kmeans_params_init(&p);
