@@ -231,7 +231,7 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, const CUtens
                    vb_d = km_desc_lo((uint32_t)__cvta_generic_to_shared(vbuf)),
                    oh_d = km_desc_lo((uint32_t)__cvta_generic_to_shared(oh));
 
-    /* centroids (BF16, rows >= K zero) and their norms; the first V sub-tile in the same group */
+    /* centroids (BF16, rows >= K zero) by cp.async and their norms; then the first V sub-tile */
     {
         const __nv_bfloat16 *cg = a.centb + (int64_t)bh * K * D;
         for (int i = tid; i < KM2_K * (D / 8); i += KM2_THREADS) {
@@ -265,7 +265,7 @@ __device__ __forceinline__ void km2_cluster_item(const km2_args &a, const CUtens
         __nv_bfloat16 *vs = vbuf + (j & 1) * (L::VB / 2);
         const uint32_t vs_d = vb_d + (((j & 1) * L::VB) >> 4) + ((wg * 64 * 128) >> 4); /* this warpgroup's rows */
         const uint32_t vt_d = vb_d + (((j & 1) * L::VB) >> 4) + ((wg * (KM2_SUB * 128)) >> 4); /* its channels */
-        if (!a.tma) {
+        if (!a.tma) { /* V not 16-byte aligned: 2-byte loads by every thread */
             for (int i = tid; i < KM2_SUB * D / 2; i += KM2_THREADS) {
                 int r = (2 * i) / D, d = (2 * i) % D, s = s0 + r;
                 __nv_bfloat162 pair;
