@@ -303,7 +303,20 @@ def _from_head_chunks(r, layout):
     return r.permute(1, 2, 0, 3, 4).reshape(b, sl, p * hp, d)
 
 
-class UlyssesAttention:
+class _SequenceParallel:
+    """What the two sequence-parallel wrappers share: the process group, the per-rank
+    attention function and the cross-rank validation policy (its signatures seen so far)."""
+
+    def __init__(self, group=None, attn_fn=None, *, method: str = DEFAULT_METHOD, validate: str = "first"):
+        if validate not in _VALIDATE:
+            raise ValueError(f"vcattn.{type(self).__name__}: validate must be one of {_VALIDATE}, got {validate!r}")
+        self.group = group
+        self.attn_fn = _resolve_fn(attn_fn, method)
+        self.validate = validate
+        self._seen = set()
+
+
+class UlyssesAttention(_SequenceParallel):
     """Ulysses sequence parallelism (all-to-all over heads) around a per-rank attention.
 
         attn = UlyssesAttention(group=None, attn_fn="vcattn", method="vsmooth-expcast-8bit")
@@ -319,14 +332,6 @@ class UlyssesAttention:
     ``validate``: 'first' (default) checks once per local signature that all ranks pass the same
     shapes and dtypes (one small all_gather), 'always' on every call, 'never' not at all.
     """
-
-    def __init__(self, group=None, attn_fn=None, *, method: str = DEFAULT_METHOD, validate: str = "first"):
-        if validate not in _VALIDATE:
-            raise ValueError(f"vcattn.UlyssesAttention: validate must be one of {_VALIDATE}, got {validate!r}")
-        self.group = group
-        self.attn_fn = _resolve_fn(attn_fn, method)
-        self.validate = validate
-        self._seen = set()
 
     def __call__(self, q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bool = False, plan=None,
                  step=None):
@@ -374,7 +379,7 @@ def _f32(x):
     return x if x.dtype == torch.float32 else x.float()
 
 
-class RingAttention:
+class RingAttention(_SequenceParallel):
     """Ring attention: K/V shards travel round the ring, partial results merge by their LSE.
 
         attn = RingAttention(group=None, attn_fn="vcattn", method="vsmooth-expcast-8bit")
@@ -396,14 +401,6 @@ class RingAttention:
     (B, H, Sq/P) float32 natural-log LSE over the whole key sequence).  ``validate`` as in
     UlyssesAttention.
     """
-
-    def __init__(self, group=None, attn_fn=None, *, method: str = DEFAULT_METHOD, validate: str = "first"):
-        if validate not in _VALIDATE:
-            raise ValueError(f"vcattn.RingAttention: validate must be one of {_VALIDATE}, got {validate!r}")
-        self.group = group
-        self.attn_fn = _resolve_fn(attn_fn, method)
-        self.validate = validate
-        self._seen = set()
 
     def __call__(self, q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bool = False, plan=None,
                  step=None):
