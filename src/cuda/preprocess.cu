@@ -366,6 +366,20 @@ __device__ __forceinline__ void vc_unpack8(const uint4 &u, float (&x)[8]) {
     vc_unpack2<T>(u.w, x[6], x[7]);
 }
 
+/* The 8 per-channel partial sums of a thread, summed over the warp's rows (the lanes with
+ * the same lane % LPR hold the same channels) and stored by the first row's lanes into
+ * their warp's row of a [warp][e * LPR + m] table (conflict-free). */
+template <int LPR>
+__device__ __forceinline__ void vc_rows_sum8_store(double (&s)[8], double *warp_row, int m, int hh) {
+#pragma unroll
+    for (int o = LPR; o < 32; o <<= 1)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s[e] += __shfl_xor_sync(0xffffffffu, s[e], o);
+    if (hh == 0)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) warp_row[e * LPR + m] = s[e];
+}
+
 /* vc_int8_sage_quantize(x, s) without the division: with y = RN(1/s), q0 = RN(x y),
  * r = x - q0 s (exact by FMA) and q = RN(q0 + r y) is RN(x / s) (Markstein's
  * theorem; the operands here stay far from underflow wherever |q| >= 0.5 matters).
@@ -412,13 +426,7 @@ __global__ void __launch_bounds__(256) vc_k_mean_partial_v(const __grid_constant
             }
         }
     }
-#pragma unroll
-    for (int o = LPR; o < 32; o <<= 1)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) s[e] += __shfl_xor_sync(0xffffffffu, s[e], o);
-    if (hh == 0)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) part[warp][e * LPR + m] = s[e];
+    vc_rows_sum8_store<LPR>(s, part[warp], m, hh);
     __syncthreads();
     const int c = threadIdx.x;
     if (c < D) {
@@ -631,13 +639,7 @@ __global__ void __launch_bounds__(128, 4) vc_v_stats_v(const __grid_constant__ v
                     for (int e = 0; e < 8; ++e) s[e] += (double)x[e];
                 }
             }
-#pragma unroll
-            for (int o = LPR; o < 32; o <<= 1)
-#pragma unroll
-                for (int e = 0; e < 8; ++e) s[e] += __shfl_xor_sync(0xffffffffu, s[e], o);
-            if (hh == 0)
-#pragma unroll
-                for (int e = 0; e < 8; ++e) dsum[warp][e * LPR + m] = s[e];
+            vc_rows_sum8_store<LPR>(s, dsum[warp], m, hh);
             __syncthreads();
             if (tid < D) {
                 const int c = tid, idx = (c % 8) * LPR + c / 8;
