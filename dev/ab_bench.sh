@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # A/B timing of kernel builds in ONE device call (same GPU state, same inputs):
-#   dev/ab_bench.sh "DIR1 DIR2 ..." [shapes] [kernel versions]
+#   dev/ab_bench.sh "DIR1 DIR2 ..." [shapes] [rounds]
 # DIRn holds a gpu_test built from the tree under test (carried from the dev
 # machine). Prints the cuDNN/flash SDPA baseline once, then every build's
-# `gpu_test bench` lines, labelled by its directory.
+# `gpu_test bench` lines, labelled by its directory, the builds taking turns
+# for `rounds` rounds (default 2) so that clock drift hits them alike.
 set -u
 DIRS=$1
 SHAPES=${2:-"1,40,75600,75600,128 1,40,32760,32760,128"}
-KV=${3:-5}
+ROUNDS=${3:-2}
 python3 tests/gpu/bench_sdpa.py $SHAPES 2>&1
-for d in $DIRS; do
-    for kv in $KV; do
+for r in $(seq "$ROUNDS"); do
+    for d in $DIRS; do
         for s in $SHAPES; do
-            VCATTN_KERNEL=$kv timeout 120 "$d/gpu_test" bench ${s//,/ } 5 2>&1 | sed "s|^|[$d] |"
+            timeout 120 "$d/gpu_test" bench ${s//,/ } 5 2>&1 | sed "s|^|[$d r$r] |"
         done
     done
 done

@@ -386,19 +386,6 @@ vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *workspace,
 vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *workspace,
                                           size_t workspace_bytes, void *stream);
 
-/* Which attention kernel the calls use (process-wide, for benchmarks and
- * A/B checks): 1 = stage (a), cp.async + two warpgroups in lockstep;
- * 2 = warp-specialized TMA pipeline with ping-pong; 3 = the same with each
- * warpgroup folding block n-1 while its own S_n runs; 4 = v3 with the fold
- * kept under S, block means through a shared-memory ring; 5 = v4 with the
- * BF16-rounded ExpCast and the mean restore on the tensor core (the default).
- * The CPU simulation (vcattn_simulate_*) follows version 5 exactly; versions 1-4
- * compute the earlier contract (ExpCast rounded from an unbiased bracket, the
- * mean restore folded per block) and stay selectable for A/B timing only: they
- * are valid attention (same error against FP64) but no longer match the
- * simulation to its tolerance (the LSE differs by up to 1e-2 on outlier inputs). */
-vcattn_status vcattn_gpu_set_kernel_version(int version);
-
 /* Where the preprocessed operands live inside the workspace (byte offsets),
  * for tests that compare codes with a CPU implementation.  Layouts:
  *   q_codes  int8  (B*H, sq_pad, 128)        channels >= head_dim are 0

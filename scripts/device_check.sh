@@ -11,11 +11,7 @@
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
 #           (tests/gpu/wan_step.py, ~2-3 minutes)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
-#   VC_BENCH_KERNELS="4 5"               kernel versions to time (default 5, the library default)
 #   VC_PREBUILT=dir                      use dir/gpu_test instead of building
-#   VC_CHECK_KERNELS="5"                 kernel versions to check (default 5; versions 1-4
-#                                        follow the session-2 contract and drift from
-#                                        the current simulation: see include/vcattn.h)
 #   OUT=dir                              logs go there (default ./out)
 set -u
 cd "$(dirname "$0")/.."
@@ -51,10 +47,7 @@ fi
 RC=0
 if has check; then
     say "== check: small shapes vs the CPU simulation"
-    for kv in ${VC_CHECK_KERNELS:-5}; do
-        say "-- kernel version $kv"
-        VCATTN_KERNEL=$kv timeout 90 "$BIN" check 2>&1 | tee -a "$LOG" "$OUT/check.txt" | tail -40; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
-    done
+    timeout 90 "$BIN" check 2>&1 | tee -a "$LOG" "$OUT/check.txt" | tail -40; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 if has medium; then
     say "== medium: vs the FP64 reference"
@@ -85,10 +78,8 @@ if has bench; then
     shapes_py=$(echo $SHAPES)
     timeout 300 python3 tests/gpu/bench_sdpa.py $shapes_py 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
     say "== bench: vcattn"
-    for kv in ${VC_BENCH_KERNELS:-5}; do
-        for s in $SHAPES; do
-            VCATTN_KERNEL=$kv timeout 120 "$BIN" bench ${s//,/ } 5 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
-        done
+    for s in $SHAPES; do
+        timeout 120 "$BIN" bench ${s//,/ } 5 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
     done
     say "== summary (kernel alone and full call vs cuDNN, same run)"
     python3 - "$OUT/bench.txt" <<'PY' | tee -a "$LOG"
@@ -100,7 +91,7 @@ for line in open(sys.argv[1]):
         cud[(m.group(1), m.group(2))] = float(m.group(3))
     m = re.match(r"BENCH(\d*) (\S+)\s+(\(\S+\)) full ([\d.]+) ms .* kernel ([\d.]+) ms .* prep ([\d.]+) ms", line)
     if m:
-        rows.append(("v" + m.group(1) + " " + m.group(2), m.group(3), float(m.group(4)), float(m.group(5)), float(m.group(6))))
+        rows.append((m.group(2), m.group(3), float(m.group(4)), float(m.group(5)), float(m.group(6))))
 print(f"{'shape':28s} {'kernel method':24s} {'cudnn':>8s} {'flash':>8s} {'full':>8s} {'kernel':>8s} {'x cudnn(k)':>10s} {'x cudnn(f)':>10s}")
 for meth, shp, f, k, p in rows:
     c, fl = cud.get(("cudnn", shp)), cud.get(("flash", shp))

@@ -46,11 +46,6 @@ vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *work
     return VCATTN_STATUS_NOT_BUILT;
 }
 
-vcattn_status vcattn_gpu_set_kernel_version(int version) {
-    (void)version;
-    return VCATTN_STATUS_NOT_BUILT;
-}
-
 vcattn_status vcattn_gpu_kmeans_workspace_size(const vcattn_gpu_kmeans_params *p, size_t *bytes) {
     (void)p;
     (void)bytes;

@@ -5,10 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tiling.h"
 #include "vcattn.h"
 
-#define VC_TILE_Q 128  /* queries per tile (one CTA on the GPU) */
-#define VC_BLOCK_K 128 /* keys per block: the unit of the kernel's loop and of the demean */
 
 /* a * b into *out; 0 on int64 overflow (or a negative operand). */
 static inline int vc_mul_i64(int64_t a, int64_t b, int64_t *out) {

@@ -24,10 +24,6 @@
 
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453
-/* SageAttention2 stores the row max as max - 8.807 so exp2 lands at <= 448 */
-#define SAGE2_P_LOG2_OFFSET 8.807f
-/* SageAttention3 scales P by 448*6 = 2^11.3923 before its NVFP4 quantization */
-#define SAGE3_P_LOG2_OFFSET 11.3923f
 
 /* ---- per-(batch, head) prepared operands ------------------------------------------ */
 
@@ -379,7 +375,7 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
     quantize_qk_rows(cfg, qraw, VC_TILE_Q, D, group_of, groups, t.qc, qscale);
 
     double m[VC_TILE_Q], l[VC_TILE_Q], cq[VC_TILE_Q];
-    /* The quantized pipeline follows kernel 5 (src/cuda/attention_v5.cu): the
+    /* The quantized pipeline follows the kernel (src/cuda/attention/): the
      * row sum of the quantized P comes in 4 partials r_t (the 32 keys of
      * quad thread t, two 16-key tensor-core sums), l is kept as 4 partials
      * summed (l0 + l1) + (l2 + l3) at the end, and block kb's mean term
@@ -635,8 +631,8 @@ vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
     c.extra = extra;
     c.fp32_pipeline = !(config->qk_format == VCATTN_QK_FORMAT_FP32 && config->v_format == VCATTN_V_FORMAT_FP32 &&
                         config->p_format == VCATTN_P_FORMAT_FP32);
-    c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3    ? SAGE2_P_LOG2_OFFSET
-                      : config->p_format == VCATTN_P_FORMAT_NVFP4 ? SAGE3_P_LOG2_OFFSET
+    c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3    ? VC_SAGE2_P_LOG2_OFFSET
+                      : config->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE3_P_LOG2_OFFSET
                                                                   : 0.0f;
     c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST ? log2(VC_EXPCAST_P_SCALE) : 0.0;
     c.tiles = (p->seq_q + VC_TILE_Q - 1) / VC_TILE_Q;

@@ -9,24 +9,6 @@
 
 cudaError_t vc_prep_launch(const vc_prep_args &a, int BH, int bf16, cudaStream_t s);
 cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
-cudaError_t vc_attn_ws_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, int overlap, cudaStream_t s);
-cudaError_t vc_attn_v4_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
-cudaError_t vc_attn_v5_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
-
-/* 1: stage (a) kernel (attention.cu); 2: warp-specialized TMA kernel
- * (attention_ws.cu); 3: the same, P V issued before S so the fold overlaps S;
- * 4: version 3 with the fold kept under S, the next turn's waits under the
- * own P V, means and K scales from a shared-memory cp.async ring
- * (attention_v4.cu; docs/kernel-log.md, v4-v4c); 5 (the default): version 4
- * with the two-instruction-per-pair ExpCast and the mean restore on the
- * tensor core (attention_v5.cu; docs/kernel-log.md, v5) */
-static int g_kernel_version = 5;
-
-extern "C" vcattn_status vcattn_gpu_set_kernel_version(int version) {
-    if (version < 1 || version > 5) return VCATTN_STATUS_INVALID_ARGUMENT;
-    g_kernel_version = version;
-    return VCATTN_STATUS_SUCCESS;
-}
 
 static int64_t vc_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static size_t vc_align256(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -76,8 +58,8 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
     vcattn_status s = vcattn_gpu_params_validate(p);
     if (s) return s;
     const size_t BH = (size_t)(p->batch * p->heads);
-    const int64_t sq_pad = vc_round_up(p->seq_q, VC_GPU_TILE_Q), skv_pad = vc_round_up(p->seq_kv, VC_GPU_BLOCK_K);
-    const size_t nkb = (size_t)(skv_pad / VC_GPU_BLOCK_K);
+    const int64_t sq_pad = vc_round_up(p->seq_q, VC_TILE_Q), skv_pad = vc_round_up(p->seq_kv, VC_BLOCK_K);
+    const size_t nkb = (size_t)(skv_pad / VC_BLOCK_K);
     const size_t nchunk = (size_t)((p->seq_kv + VC_GPU_KMEAN_CHUNK - 1) / VC_GPU_KMEAN_CHUNK);
     memset(L, 0, sizeof *L);
     L->sq_pad = sq_pad;
@@ -159,7 +141,7 @@ extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void 
     a.D = (int)p->head_dim;
     a.sq_pad = (int)L.sq_pad;
     a.skv_pad = (int)L.skv_pad;
-    a.nkb = (int)(L.skv_pad / VC_GPU_BLOCK_K);
+    a.nkb = (int)(L.skv_pad / VC_BLOCK_K);
     a.nchunk = (int)((p->seq_kv + VC_GPU_KMEAN_CHUNK - 1) / VC_GPU_KMEAN_CHUNK);
     a.sm = (float)vc_sm(p);
     a.q_codes = (int8_t *)(w + L.q_codes);
@@ -206,14 +188,11 @@ extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p,
     a.D = (int)p->head_dim;
     a.sq_pad = (int)L.sq_pad;
     a.skv_pad = (int)L.skv_pad;
-    a.nkb = (int)(L.skv_pad / VC_GPU_BLOCK_K);
+    a.nkb = (int)(L.skv_pad / VC_BLOCK_K);
     a.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
     const int BH = (int)(p->batch * p->heads), mode = vc_mode_of(p->method);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
-    cudaError_t e = g_kernel_version == 1   ? vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream)
-                    : g_kernel_version == 4 ? vc_attn_v4_launch(a, BH, mode, bf16, (cudaStream_t)stream)
-                    : g_kernel_version == 5 ? vc_attn_v5_launch(a, BH, mode, bf16, (cudaStream_t)stream)
-                                            : vc_attn_ws_launch(a, BH, mode, bf16, g_kernel_version == 3, (cudaStream_t)stream);
+    cudaError_t e = vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 

@@ -5,12 +5,11 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "tiling.h" /* VC_TILE_Q, VC_BLOCK_K, SageAttention's P offsets */
+
 #define VC_GPU_DPAD 128      /* channels of every code tile (D = 64 is zero padded) */
-#define VC_GPU_BLOCK_K 128   /* keys per block */
-#define VC_GPU_TILE_Q 128    /* query rows per CTA (2 warpgroups x 64) */
 #define VC_GPU_KMEAN_CHUNK 1024 /* tokens per partial sum of the K channel mean */
 #define VC_GPU_LOG2E 1.4426950408889634
-#define VC_SAGE2_P_LOG2_OFFSET 8.807f
 
 enum { VC_MODE_SAGE2 = 0, VC_MODE_VSMOOTH = 1, VC_MODE_EXPCAST = 2 };
 

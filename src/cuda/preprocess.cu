@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(128) vc_k_quantize(const __grid_constant__ vc_
     float amax = 0.0f;
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
-        const int pos = kb * VC_GPU_BLOCK_K + 8 * (i / 2) + 2 * warp + (i % 2);
+        const int pos = kb * VC_BLOCK_K + 8 * (i / 2) + 2 * warp + (i % 2);
         if (pos < a.Skv) {
             const int tok = perm ? perm[pos] : pos;
             vc_load_row<T, CPT>(base + (int64_t)tok * a.k_stride[2], lane, x[i]);
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(128) vc_k_quantize(const __grid_constant__ vc_
     }
     amax = vc_warp_max(amax);
     const float scale = vc_int8_sage_scale(amax);
-    int8_t *out = a.k_codes + ((int64_t)bh * a.skv_pad + kb * VC_GPU_BLOCK_K) * VC_GPU_DPAD;
+    int8_t *out = a.k_codes + ((int64_t)bh * a.skv_pad + kb * VC_BLOCK_K) * VC_GPU_DPAD;
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
         const int row = 8 * (i / 2) + 2 * warp + (i % 2);
@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(128) vc_v_stats(const __grid_constant__ vc_pre
     const int b = bh / a.H, h = bh % a.H;
     const T *base = (const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1];
     const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
-    const int j0 = kb * VC_GPU_BLOCK_K;
-    const int nvalid = min(VC_GPU_BLOCK_K, a.Skv - j0);
+    const int j0 = kb * VC_BLOCK_K;
+    const int nvalid = min(VC_BLOCK_K, a.Skv - j0);
     float x[32][CPT];
     double s[CPT];
 #pragma unroll
@@ -273,7 +273,7 @@ __device__ __forceinline__ void vc_v_channel_setup(const vc_prep_args &a, int bh
 
 template <typename T, int CPT>
 __global__ void __launch_bounds__(128) vc_v_quantize(const __grid_constant__ vc_prep_args a) {
-    __shared__ __align__(16) uint8_t tile[VC_GPU_BLOCK_K][VC_GPU_DPAD + 4];
+    __shared__ __align__(16) uint8_t tile[VC_BLOCK_K][VC_GPU_DPAD + 4];
     __shared__ float mu_s[VC_GPU_DPAD], inv_s[VC_GPU_DPAD];
     const int bh = blockIdx.y, kb = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int b = bh / a.H, h = bh % a.H;
@@ -281,8 +281,8 @@ __global__ void __launch_bounds__(128) vc_v_quantize(const __grid_constant__ vc_
     __syncthreads();
     const T *base = (const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1];
     const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
-    const int j0 = kb * VC_GPU_BLOCK_K;
-    const int nvalid = min(VC_GPU_BLOCK_K, a.Skv - j0);
+    const int j0 = kb * VC_BLOCK_K;
+    const int nvalid = min(VC_BLOCK_K, a.Skv - j0);
     float mu[CPT], inv[CPT];
 #pragma unroll
     for (int c = 0; c < CPT; ++c) {
@@ -467,7 +467,7 @@ __global__ void __launch_bounds__(128) vc_k_quantize_v(const __grid_constant__ v
     int tok[NL];
 #pragma unroll
     for (int i = 0; i < NL; ++i) {
-        const int rho = i * RPL + hh, pos = kb * VC_GPU_BLOCK_K + 8 * (rho / 2) + 2 * warp + (rho % 2);
+        const int rho = i * RPL + hh, pos = kb * VC_BLOCK_K + 8 * (rho / 2) + 2 * warp + (rho % 2);
         tok[i] = pos < a.Skv ? (perm ? __ldg(perm + pos) : pos) : -1;
     }
     uint4 u[NL];
@@ -493,7 +493,7 @@ __global__ void __launch_bounds__(128) vc_k_quantize_v(const __grid_constant__ v
     }
     amax = vc_warp_max(amax);
     const float scale = vc_int8_sage_scale(amax), y = __frcp_rn(scale);
-    int8_t *out = a.k_codes + ((int64_t)bh * a.skv_pad + kb * VC_GPU_BLOCK_K) * VC_GPU_DPAD + m * 8;
+    int8_t *out = a.k_codes + ((int64_t)bh * a.skv_pad + kb * VC_BLOCK_K) * VC_GPU_DPAD + m * 8;
 #pragma unroll
     for (int i = 0; i < NL; ++i) {
         const int rho = i * RPL + hh, row = 8 * (rho / 2) + 2 * warp + (rho % 2);
@@ -612,7 +612,7 @@ __global__ void __launch_bounds__(128, 4) vc_v_stats_v(const __grid_constant__ v
     for (int e = 0; e < 8; ++e) mx[e] = 0.0f;
     float mu_amax = 0.0f;
     for (int kb = kb0; kb < kb1; ++kb) {
-        const int j0 = kb * VC_GPU_BLOCK_K, nvalid = min(VC_GPU_BLOCK_K, a.Skv - j0);
+        const int j0 = kb * VC_BLOCK_K, nvalid = min(VC_BLOCK_K, a.Skv - j0);
         int tok[NL];
 #pragma unroll
         for (int i = 0; i < NL; ++i) {
@@ -697,8 +697,8 @@ __global__ void __launch_bounds__(128) vc_v_quantize_v(const __grid_constant__ v
     const int bh = blockIdx.y, kb = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int b = bh / a.H, h = bh % a.H;
     const int m = lane % LPR, hh = lane / LPR;
-    const int j0 = kb * VC_GPU_BLOCK_K;
-    const int nvalid = min(VC_GPU_BLOCK_K, a.Skv - j0);
+    const int j0 = kb * VC_BLOCK_K;
+    const int nvalid = min(VC_BLOCK_K, a.Skv - j0);
     const T *base = (const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1] + m * 8;
     const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
     int tok[TPT * 4];

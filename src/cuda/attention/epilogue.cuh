@@ -1,0 +1,50 @@
+/* epilogue.cuh - a consumer thread's rows out: O / l times the V channel
+ * scale, stored as BF16 or FP16 through the caller's strides; the LSE
+ * (natural log, corrected for the K smoothing) when asked for. */
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gpu_common.cuh"
+
+/* Rows row0 and row0 + 8 of the tile (the wgmma accumulator rows the thread
+ * owns), columns 8j + 2t.  QUAD_L: each thread of the quad holds a partial l
+ * of its columns. */
+template <int MODE, typename OutT, bool QUAD_L = MODE == VC_MODE_SAGE2>
+__device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float (&O)[64], float (&l)[2],
+                                              const float (&m)[2], int bh, int row0, int t) {
+    if (QUAD_L) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            l[hh] += __shfl_xor_sync(0xffffffffu, l[hh], 1);
+            l[hh] += __shfl_xor_sync(0xffffffffu, l[hh], 2);
+        }
+    }
+    const int b = bh / a.H, h = bh % a.H;
+    const float *vs = a.v_scale + (int64_t)bh * VC_GPU_DPAD;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        const int row = row0 + 8 * hh;
+        if (row >= a.Sq) continue;
+        OutT *orow = (OutT *)a.o + b * a.o_stride[0] + h * a.o_stride[1] + (int64_t)row * a.o_stride[2];
+        const float inv_l = 1.0f / l[hh];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const int col = 8 * j + 2 * t;
+            if (col >= a.D) continue;
+            const float2 s2 = *reinterpret_cast<const float2 *>(vs + col);
+            const float o0 = O[4 * j + 2 * hh] * inv_l * s2.x;
+            const float o1 = O[4 * j + 2 * hh + 1] * inv_l * s2.y;
+            if (__is_same(OutT, __nv_bfloat16))
+                *reinterpret_cast<__nv_bfloat162 *>(orow + col) = __floats2bfloat162_rn(o0, o1);
+            else
+                *reinterpret_cast<__half2 *>(orow + col) = __floats2half2_rn(o0, o1);
+        }
+        if (a.lse && t == 0) {
+            const float bias2 = MODE == VC_MODE_EXPCAST ? 8.0f : 0.0f; /* log2(P scale) */
+            const float lse2 = m[hh] + log2f(l[hh]) - bias2;
+            a.lse[(int64_t)bh * a.Sq + row] =
+                lse2 * 0.69314718055994531f + (a.q_km ? a.q_km[(int64_t)bh * a.Sq + row] : 0.0f);
+        }
+    }
+}

@@ -1,0 +1,130 @@
+/* kernel.cu - the attention kernel: wires the roles and barriers of one CTA
+ * (layout.cuh), and the host launch.
+ *
+ *   producer.cuh  warpgroup 0: TMA rings (Q, K + K scales, V^T + means)
+ *   mainloop.cuh  warpgroups 1, 2: S and P V issue, fold, ping-pong
+ *   softmax.cuh   row max, exp path, ExpCast
+ *   restore.cuh   the V-Smooth mean restore r mu^T
+ *   epilogue.cuh  O / l, LSE, store
+ *
+ * The contract is the CPU simulation (src/simulate.c) with the numerics of
+ * src/numerics.h; the history of the design is docs/kernel-log.md. */
+#include <cuda.h>
+#include <float.h>
+#include <math.h>
+
+#include "attention/consumer.cuh"
+#include "attention/epilogue.cuh"
+#include "attention/layout.cuh"
+#include "attention/mainloop.cuh"
+#include "attention/maps.cuh"
+#include "attention/producer.cuh"
+#include "attention/restore.cuh"
+#include "gpu_common.cuh"
+#include "ptx/cp_async.cuh" /* fence_proxy_async_shared */
+#include "ptx/mbarrier.cuh"
+#include "ptx/smem.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+
+template <int MODE, typename OutT>
+__global__ void __launch_bounds__(VC_ATT_THREADS, 1)
+    vc_attention_kernel(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_tma_maps maps) {
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    uint8_t *sQ = smem + VC_ATT_OFF_Q, *sK = smem + VC_ATT_OFF_K, *sV = smem + VC_ATT_OFF_V,
+            *sKS = smem + VC_ATT_OFF_KS, *sMU = smem + VC_ATT_OFF_MU;
+    uint64_t *bar = (uint64_t *)(smem + VC_ATT_OFF_BAR);
+    const vc_att_barriers b = {bar, bar + VC_ATT_STAGES, bar + 2 * VC_ATT_STAGES, bar + 3 * VC_ATT_STAGES,
+                               bar + 4 * VC_ATT_STAGES};
+    /* V-Smooth methods: ones rows for r, and the mean restore on the tensor core */
+    constexpr bool kVs = MODE != VC_MODE_SAGE2;
+
+    const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+    const int bh = blockIdx.y, qtile = blockIdx.x, nkb = a.nkb;
+
+    if (tid == 0) {
+        for (int s = 0; s < VC_ATT_STAGES; ++s) {
+            mbarrier_init(&b.full_k[s], 1);
+            mbarrier_init(&b.full_v[s], 1);
+            mbarrier_init(&b.empty_k[s], 8);
+            mbarrier_init(&b.empty_v[s], 8);
+        }
+        mbarrier_init(b.q_full, 1);
+        fence_mbarrier_init();
+    }
+    if (kVs) vc_att_restore_init(sV, sMU, tid);
+    fence_proxy_async_shared();
+    __syncthreads();
+
+    if (wg == 0) {
+        setmaxnreg_dec<24>();
+        vc_att_producer<kVs>(a, maps, smem, b, warp, lane, bh, qtile);
+        return;
+    }
+
+    /* ================= consumers ================= */
+    setmaxnreg_inc<240>();
+    const int cw = wg - 1; /* consumer index: rows cw*64 .. cw*64+63 of the tile */
+    const int g = lane / 4, t = lane % 4;
+    const int qblk = qtile * 2 + cw;
+    const float qs = a.q_scale[((int64_t)bh * (a.sq_pad / 64) + qblk) * 32 + warp * 8 + g];
+    const float cq = a.c0 * qs;
+    const uint32_t sks = smem_u32(sKS) + 4 * t; /* this thread's K scale (column group t) of stage 0 */
+    const int tail_valid = a.Skv - (nkb - 1) * VC_BLOCK_K; /* keys of the last block */
+
+    vc_att_consumer cs;
+#pragma unroll
+    for (int i = 0; i < 64; ++i) { cs.O[i] = 0.0f; cs.S[i] = 0; }
+#pragma unroll
+    for (int i = 0; i < 68; ++i) cs.acc[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) cs.PA[i / 4][i % 4] = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cs.RA[i] = 0u;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        cs.rprev[hh] = 0.0f;
+        cs.m[hh] = -INFINITY;
+        cs.l[hh] = cs.alpha[hh] = cs.lsum[hh] = 0.0f;
+    }
+
+    const vc_att_descs d = {wgmma_desc_sw128(sQ + cw * 8192), wgmma_desc_sw128(sK), wgmma_desc_sw128(sV),
+                            wgmma_desc_noswizzle(sMU, 0, 128)};
+    mbarrier_wait(b.q_full, 0);
+    if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, 256); /* WG1 goes first */
+
+    vc_att_mainloop<MODE>(cs, b, d, sMU, sks, cq, cw, nkb, tail_valid, t);
+
+    /* the thread's rows from a fresh read of %tid.x: keeping warp / g live
+     * through the loop cost a spill (ptxas -v) */
+    const uint32_t u = read_tid_x() - 128; /* = 128 cw + 32 warp + lane */
+    const int row0 = (int)((u >> 7) * 64 + ((u >> 5) & 3) * 16 + ((u & 31) >> 2)); /* cw*64 + warp*16 + g */
+    vc_store_rows<MODE, OutT, true>(a, cs.O, cs.l, cs.m, bh, qtile * VC_TILE_Q + row0, t);
+}
+
+/* ---- host: tensor maps and launch ------------------------------------------------------- */
+template <int MODE, typename OutT>
+static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
+    auto kern = vc_attention_kernel<MODE, OutT>;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, VC_ATT_SMEM);
+    if (e != cudaSuccess) return e;
+    kern<<<dim3(a.sq_pad / VC_TILE_Q, BH), VC_ATT_THREADS, VC_ATT_SMEM, s>>>(a, maps);
+    return cudaGetLastError();
+}
+
+cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s) {
+    vc_tma_maps maps;
+    if (!vc_attn_make_maps(a, BH, &maps)) return cudaErrorInvalidValue;
+    switch (mode) {
+    case VC_MODE_SAGE2:
+        return out_bf16 ? vc_attn_launch_t<VC_MODE_SAGE2, __nv_bfloat16>(a, maps, BH, s)
+                        : vc_attn_launch_t<VC_MODE_SAGE2, __half>(a, maps, BH, s);
+    case VC_MODE_VSMOOTH:
+        return out_bf16 ? vc_attn_launch_t<VC_MODE_VSMOOTH, __nv_bfloat16>(a, maps, BH, s)
+                        : vc_attn_launch_t<VC_MODE_VSMOOTH, __half>(a, maps, BH, s);
+    default:
+        return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST, __nv_bfloat16>(a, maps, BH, s)
+                        : vc_attn_launch_t<VC_MODE_EXPCAST, __half>(a, maps, BH, s);
+    }
+}

@@ -1,0 +1,40 @@
+/* layout.cuh - the attention kernel's CTA: thread roles, shared-memory map,
+ * named-barrier ids.
+ *
+ * One CTA = one 128-query tile of one (batch, head).  384 threads: warpgroup 0
+ * is the producer (two TMA loader threads), warpgroups 1 and 2 are the
+ * consumers, 64 query rows each, taking turns on the tensor cores
+ * (ping-pong).  Shared memory (1024-byte aligned for the 128B swizzle):
+ *
+ *   Q tile        128 rows x 128 B (INT8 codes)
+ *   K ring        STAGES x 128 keys x 128 B (INT8 codes)
+ *   V^T ring      STAGES x 136 rows x 128 B (E4M3 codes; rows 128..135 hold
+ *                 E4M3 ones so that the P V product also yields r, the row
+ *                 sum of the quantized P, in accumulator columns 128..135)
+ *   means ring    MU_SLOTS x (128 channels x 16 B + 8 zero rows): each
+ *                 block's FP16 means, the B operand of the restore
+ *   K scales      STAGES x 4 floats (one per 32-key column group)
+ *   mbarriers */
+#pragma once
+
+#define VC_ATT_THREADS 384
+#define VC_ATT_STAGES 4
+#define VC_ATT_K_BYTES 16384                 /* 128 keys x 128 B */
+#define VC_ATT_V_BYTES 17408                 /* V^T: 136 rows x 128 B (8 rows of ones), 1024-B aligned */
+#define VC_ATT_MU_BYTES 2048                 /* a block's means: 128 channels x 16 B */
+#define VC_ATT_MU_SLOT 2176                  /* + 8 zero rows: B rows 128..135 of the n136 restore */
+#define VC_ATT_MU_SLOTS 8                    /* means ring: 2 x the V^T stages (see the producer) */
+#define VC_ATT_OFF_Q 0
+#define VC_ATT_OFF_K 16384
+#define VC_ATT_OFF_V (VC_ATT_OFF_K + VC_ATT_STAGES * VC_ATT_K_BYTES)
+#define VC_ATT_OFF_MU (VC_ATT_OFF_V + VC_ATT_STAGES * VC_ATT_V_BYTES)
+#define VC_ATT_OFF_KS (VC_ATT_OFF_MU + VC_ATT_MU_SLOTS * VC_ATT_MU_SLOT) /* 4 K scales per stage */
+#define VC_ATT_OFF_BAR (VC_ATT_OFF_KS + VC_ATT_STAGES * 16)
+#define VC_ATT_SMEM (VC_ATT_OFF_BAR + 256 + 1024)
+#define VC_ATT_BAR_WG0 1 /* named barrier a consumer WG waits on before its turn (+1: the other WG) */
+#define VC_ATT_E4M3_ONE 0x38u
+
+/* The CTA's barriers: full/empty per ring stage (K and V^T), and the Q tile's. */
+struct vc_att_barriers {
+    uint64_t *full_k, *full_v, *empty_k, *empty_v, *q_full;
+};

@@ -1,0 +1,191 @@
+/* mainloop.cuh - a consumer warpgroup's loop over the key blocks: issue S and
+ * P V on the tensor cores, take turns with the other consumer warpgroup
+ * (ping-pong), fold each block's product into O, release ring stages.
+ *
+ * One turn of a consumer WG issues P_{kb-1} V_{kb-1} (+ the restore of block
+ * kb-2) and then S_kb, hands the tensor cores to the other WG, folds block
+ * kb-1 into O while S_kb runs, and runs the softmax of S_kb (softmax.cuh).
+ * The first turn (S_0 only) and the last (P V of the last block only) are
+ * peeled.
+ *
+ * NOTE: no wgmma sits under a run-time condition: ptxas then inserts its own
+ * warpgroup.arrive and serializes every wgmma (C7520).  Hence the peeled first
+ * and last turns, and the restore issued every turn (with A = 0 before the
+ * first block is folded). */
+#pragma once
+#include "attention/consumer.cuh"
+#include "attention/layout.cuh"
+#include "attention/restore.cuh"
+#include "attention/softmax.cuh"
+#include "gpu_common.cuh"
+#include "ptx/mbarrier.cuh"
+#include "ptx/smem.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+
+/* Shared-memory operands as wgmma descriptors.  Stage s of a ring = the
+ * stage-0 descriptor + s * stage bytes / 16 (the start address field; no
+ * carry out of its 14 bits below 256 KB). */
+struct vc_att_descs {
+    uint64_t q, k0, v0, mu0;
+};
+
+__device__ __forceinline__ void vc_att_issue_s(vc_att_consumer &cs, const vc_att_descs &d, unsigned st) {
+    const uint64_t desc_k = d.k0 + st * (VC_ATT_K_BYTES >> 4);
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+        wgmma_m64n128k32_s32_s8_ss(cs.S, wgmma_desc_advance(d.q, 32 * ks), wgmma_desc_advance(desc_k, 32 * ks), ks);
+}
+
+/* P V of the block in stage pst; the V-Smooth methods use N = 136 (the ones
+ * rows give r) */
+template <bool V_SMOOTH>
+__device__ __forceinline__ void vc_att_issue_pv(vc_att_consumer &cs, const vc_att_descs &d, unsigned pst) {
+    const uint64_t desc_v = d.v0 + pst * (VC_ATT_V_BYTES >> 4);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+        if (V_SMOOTH)
+            wgmma_m64n136k32_f32_e4m3_rs(cs.acc, cs.PA[kk], wgmma_desc_advance(desc_v, 32 * kk), kk);
+        else
+            wgmma_m64n128k32_f32_e4m3_rs(cs.acc, cs.PA[kk], wgmma_desc_advance(desc_v, 32 * kk), kk);
+    }
+}
+
+__device__ __forceinline__ void vc_att_fence_s(vc_att_consumer &cs) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) wgmma_fence_operand(cs.S[i]);
+}
+__device__ __forceinline__ void vc_att_fence_acc(vc_att_consumer &cs) {
+#pragma unroll
+    for (int i = 0; i < 68; ++i) wgmma_fence_operand(cs.acc[i]);
+}
+
+/* Fold block kb: O = al O + acc, l = al l + r_t (or + ls for sage2, both
+ * per-thread partials); r_t is kept for the restore.  Releases block kb's
+ * V^T stage (its means stay in the means ring). */
+template <bool V_SMOOTH>
+__device__ __forceinline__ void vc_att_fold(vc_att_consumer &cs, uint64_t *empty_v, unsigned kb, const float (&al)[2],
+                                            const float (&ls)[2]) {
+    float r[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        if (V_SMOOTH) {
+            r[hh] = cs.acc[64 + 2 * hh] + cs.acc[65 + 2 * hh]; /* this thread's 32 keys */
+        } else {
+            r[hh] = 0.0f;
+        }
+        cs.l[hh] = fmaf(al[hh], cs.l[hh], V_SMOOTH ? r[hh] : ls[hh]);
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const int i0 = 4 * j + 2 * hh;
+            cs.O[i0] = fmaf(al[hh], cs.O[i0], cs.acc[i0]);
+            cs.O[i0 + 1] = fmaf(al[hh], cs.O[i0 + 1], cs.acc[i0 + 1]);
+        }
+    cs.rprev[0] = r[0];
+    cs.rprev[1] = r[1];
+    __syncwarp();
+    if (elect_one_sync()) mbarrier_arrive(&empty_v[kb & (VC_ATT_STAGES - 1)]);
+}
+
+/* Ping-pong.  Barrier ids as immediates (a warp-uniform branch): held in a
+ * register, the id was spilled and its reload sat right before the barrier. */
+__device__ __forceinline__ void vc_att_begin_turn(int cw) {
+    if (cw == 0) named_barrier_sync(VC_ATT_BAR_WG0, 256);
+    else named_barrier_sync(VC_ATT_BAR_WG0 + 1, 256);
+    wgmma_fence();
+}
+__device__ __forceinline__ void vc_att_end_issue(int cw) {
+    if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, 256);
+    else named_barrier_arrive(VC_ATT_BAR_WG0, 256);
+}
+
+/* Right after this turn's issue, while its own P V waits behind the other
+ * WG's MMAs: the next turn's K stage (block kb+1) and the V^T stage of block
+ * kb (read by the next turn's P V). */
+__device__ __forceinline__ void vc_att_prepare_next(const vc_att_barriers &b, unsigned kb, int nkb) {
+    if (kb + 1 < (unsigned)nkb) mbarrier_wait(&b.full_k[(kb + 1) & (VC_ATT_STAGES - 1)], ((kb + 1) / VC_ATT_STAGES) & 1);
+    mbarrier_wait(&b.full_v[kb & (VC_ATT_STAGES - 1)], (kb / VC_ATT_STAGES) & 1);
+}
+
+/* Wait for S_kb and run its softmax; the wgmma wait sits inside each branch
+ * (its own basic block) so that ptxas keeps the fold above it. */
+template <int MODE>
+__device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_att_barriers &b, uint32_t sks, float cq,
+                                                unsigned kb, int nkb, int tail_valid, int t) {
+    const unsigned st = kb & (VC_ATT_STAGES - 1);
+    const float c = cq * lds_f32(sks + 16 * st); /* before the stage is released */
+    if (kb == (unsigned)nkb - 1 && tail_valid < VC_BLOCK_K) {
+        wgmma_wait<0>();
+        vc_att_fence_s(cs);
+        __syncwarp();
+        if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
+        vc_att_softmax<MODE, true>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, cs.PA);
+    } else {
+        wgmma_wait<0>();
+        vc_att_fence_s(cs);
+        __syncwarp();
+        if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
+        vc_att_softmax<MODE, false>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, cs.PA);
+    }
+}
+
+/* The whole loop of one consumer WG (cw = 0 or 1) over nkb key blocks. */
+template <int MODE>
+__device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_att_barriers &b, const vc_att_descs &d,
+                                                const uint8_t *sMU, uint32_t sks, float cq, int cw, int nkb,
+                                                int tail_valid, int t) {
+    constexpr bool kVs = MODE != VC_MODE_SAGE2;
+    /* ---- first turn: S_0 ---- */
+    {
+        mbarrier_wait(&b.full_k[0], 0);
+        vc_att_begin_turn(cw);
+        vc_att_issue_s(cs, d, 0);
+        wgmma_commit();
+        vc_att_end_issue(cw);
+        vc_att_prepare_next(b, 0, nkb);
+        vc_att_finish_s<MODE>(cs, b, sks, cq, 0, nkb, tail_valid, t);
+    }
+    /* RA = 0 here: the first restore (kb = 1) adds nothing */
+    /* steady state: P_{kb-1} V_{kb-1}, the restore of block kb-2, then S_kb;
+     * fold block kb-1 under S_kb.  Group 1 (P V + restore) has completed
+     * (wait 1) before the fold touches acc and O. */
+    for (unsigned kb = 1; kb < (unsigned)nkb; ++kb) {
+        const unsigned st = kb & (VC_ATT_STAGES - 1), pst = (kb - 1) & (VC_ATT_STAGES - 1);
+        /* block kb-2's means (RA = 0 at kb = 1); branch-free: a branch between
+         * two wgmma makes ptxas inject a warpgroup.arrive (C7519) */
+        const unsigned mst = (max(kb, 2u) - 2) & (VC_ATT_MU_SLOTS - 1);
+        vc_att_begin_turn(cw);
+        vc_att_issue_pv<kVs>(cs, d, pst);
+        if (kVs) vc_att_issue_restore(cs, d.mu0, mst);
+        wgmma_commit();
+        vc_att_issue_s(cs, d, st);
+        wgmma_commit();
+        vc_att_end_issue(cw);
+        vc_att_prepare_next(b, kb, nkb);
+        wgmma_wait<1>();
+        vc_att_fence_acc(cs);
+        __syncwarp();
+        vc_att_fold<kVs>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
+        vc_att_finish_s<MODE>(cs, b, sks, cq, kb, nkb, tail_valid, t);
+        if (kVs) vc_att_make_ra(cs, cs.alpha); /* block kb-1's term rides in block kb's accumulator */
+    }
+    /* ---- last turn: P V of the last block (+ the restore of the one before),
+     * then the restore of the last block on its own ---- */
+    {
+        const unsigned pst = (unsigned)(nkb - 1) & (VC_ATT_STAGES - 1),
+                       mst = (unsigned)max(nkb - 2, 0) & (VC_ATT_MU_SLOTS - 1);
+        vc_att_begin_turn(cw);
+        vc_att_issue_pv<kVs>(cs, d, pst);
+        if (kVs) vc_att_issue_restore(cs, d.mu0, mst);
+        wgmma_commit();
+        if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, 256);
+        wgmma_wait<0>();
+        vc_att_fence_acc(cs);
+        __syncwarp();
+        vc_att_fold<kVs>(cs, b.empty_v, nkb - 1, cs.alpha, cs.lsum);
+        if (kVs) vc_att_restore_last(cs, sMU, nkb, t);
+    }
+}

@@ -1,0 +1,54 @@
+/* producer.cuh - warpgroup 0 of the attention kernel: the TMA loads.
+ *
+ * Two loader threads, one per ring, so that a late release of one ring does
+ * not hold the other one's loads (one loop for both made the consumers wait
+ * on full barriers in ~9% of their samples; docs/kernel-log.md).
+ *   thread 0 (warp 0): the Q tile, then per key block its K stage and the
+ *            block's 4 K scales (a 16-byte bulk copy on the same barrier);
+ *   thread 32 (warp 1): per key block its V^T stage and, for the V-Smooth
+ *            methods, the block's FP16 means into slot kb % MU_SLOTS of the
+ *            means ring, both on the V^T stage's full barrier. */
+#pragma once
+#include "ptx/mbarrier.cuh"
+#include "ptx/tma.cuh"
+#include "attention/layout.cuh"
+#include "attention/maps.cuh"
+#include "gpu_common.cuh"
+
+template <bool V_SMOOTH>
+__device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_tma_maps &maps, uint8_t *smem,
+                                                const vc_att_barriers &b, int warp, int lane, int bh, int qtile) {
+    uint8_t *sQ = smem + VC_ATT_OFF_Q, *sK = smem + VC_ATT_OFF_K, *sV = smem + VC_ATT_OFF_V,
+            *sKS = smem + VC_ATT_OFF_KS, *sMU = smem + VC_ATT_OFF_MU;
+    const int nkb = a.nkb;
+    if (warp == 0 && lane == 0) {
+        tma_prefetch_desc(&maps.q);
+        tma_prefetch_desc(&maps.k);
+        const float *kscale = a.k_scale + (int64_t)bh * nkb * 4;
+        mbarrier_arrive_expect_tx(b.q_full, 128 * 128);
+        tma_load_2d(sQ, &maps.q, b.q_full, 0, bh * a.sq_pad + qtile * VC_TILE_Q);
+        for (int kb = 0; kb < nkb; ++kb) {
+            const int st = kb % VC_ATT_STAGES;
+            mbarrier_wait(&b.empty_k[st], ((kb / VC_ATT_STAGES) & 1) ^ 1);
+            mbarrier_arrive_expect_tx(&b.full_k[st], VC_ATT_K_BYTES + 16);
+            tma_load_2d(sK + st * VC_ATT_K_BYTES, &maps.k, &b.full_k[st], 0, bh * a.skv_pad + kb * VC_BLOCK_K);
+            bulk_load_1d(sKS + st * 16, kscale + (int64_t)kb * 4, 16, &b.full_k[st]);
+        }
+    } else if (warp == 1 && lane == 0) {
+        /* The means ring needs no barrier of its own: slot kb % 8 is rewritten
+         * only after block kb+4 was released by both WGs (fold of turn kb+5),
+         * long after the restore that read it (issued in turn kb+2, complete
+         * at that turn's fold). */
+        tma_prefetch_desc(&maps.v);
+        const uint4 *mu_tc = V_SMOOTH ? a.v_mean_tc + (int64_t)bh * nkb * VC_GPU_DPAD : nullptr;
+        for (int kb = 0; kb < nkb; ++kb) {
+            const int st = kb % VC_ATT_STAGES;
+            mbarrier_wait(&b.empty_v[st], ((kb / VC_ATT_STAGES) & 1) ^ 1);
+            mbarrier_arrive_expect_tx(&b.full_v[st], VC_ATT_K_BYTES + (V_SMOOTH ? VC_ATT_MU_BYTES : 0));
+            tma_load_2d(sV + st * VC_ATT_V_BYTES, &maps.v, &b.full_v[st], kb * VC_BLOCK_K, bh * VC_GPU_DPAD);
+            if (V_SMOOTH)
+                bulk_load_1d(sMU + (kb % VC_ATT_MU_SLOTS) * VC_ATT_MU_SLOT, mu_tc + (int64_t)kb * VC_GPU_DPAD,
+                             VC_ATT_MU_BYTES, &b.full_v[st]);
+        }
+    }
+}

@@ -1,0 +1,108 @@
+/* softmax.cuh - the online softmax of one 128-key block in a consumer thread:
+ * INT32 scores S (the wgmma accumulator) -> the running row max, the rescale
+ * factor alpha, and P as E4M3 A fragments for the P V product.
+ *
+ * Two ways to write P (numerics.h is the contract for both):
+ *   exp path (sage2, vsmooth): p = 2^(s c - m) by MUFU.EX2, cast to E4M3 by
+ *     F2FP (SageAttention2's scaling: the max offset 8.807 puts the row max
+ *     at 448);
+ *   ExpCast: the E4M3 byte straight from the score, one FFMA per score;
+ *     the FP32 -> BF16x2 conversion rounds two brackets at once (on [128, 256)
+ *     BF16 has a unit in the last place of 1), one BF16x2 max clamps both at
+ *     code 0 and one PRMT packs four codes. */
+#pragma once
+#include <limits.h>
+#include <math.h>
+
+#include "gpu_common.cuh"
+#include "numerics.h"
+#include "ptx/cvt.cuh"
+
+#define VC_ATT_BF16X2_128 0x43004300u /* BF16 128.0 twice: code 0 of the biased ExpCast */
+
+/* Max of this thread's 32 INT32 scores of accumulator row g + 8 hh (columns
+ * 8j + 2t + e; masked past nvalid with TAIL): a tree of 3-input maxima of
+ * depth 4, 17 VIMNMX3 (two 16-deep chains sat on the softmax's critical path). */
+template <bool TAIL>
+__device__ __forceinline__ int vc_row_max_s32(const int32_t (&S)[64], int hh, int t, int nvalid) {
+    int v[32];
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) v[2 * j + e] = (!TAIL || 8 * j + 2 * t + e < nvalid) ? S[4 * j + 2 * hh + e] : INT_MIN;
+    int w[11];
+#pragma unroll
+    for (int i = 0; i < 10; ++i) w[i] = max(max(v[3 * i], v[3 * i + 1]), v[3 * i + 2]);
+    w[10] = max(v[30], v[31]);
+    const int x0 = max(max(w[0], w[1]), w[2]), x1 = max(max(w[3], w[4]), w[5]);
+    const int x2 = max(max(w[6], w[7]), w[8]), x3 = max(w[9], w[10]);
+    return max(max(x0, x1), max(x2, x3));
+}
+
+/* c: the block's score scale (log2 units per INT32 unit, this thread's rows);
+ * m: running max (log2 units), alpha: exp2(m_old - m_new), lsum: FP32 row sum
+ * (sage2 only: the V-Smooth methods take r from the P V product). */
+template <int MODE, bool TAIL>
+__device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, int nvalid, int t, float (&m)[2],
+                                               float (&alpha)[2], float (&lsum)[2], uint32_t (&P)[4][4]) {
+    float bias[2];
+    const float c8 = 8.0f * c; /* exact */
+    /* ExpCast reads the INT32 score s as the float M + s (M = 1.5 * 2^23: an
+     * integer add on the bit pattern, exact for |s| < 2^22, so no I2F on the
+     * ALU pipe); the bias absorbs -8c M before the max is known
+     * (numerics.h, vc_expcast_biased_bracket) */
+    const float bpre = vc_expcast_bias_pre(c8);
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        const int mx = vc_row_max_s32<TAIL>(S, hh, t, nvalid);
+        /* c > 0 and rounding is monotone: max_j fl(s_j c) = fl(max_j(s_j) c) */
+        float tm = mx == INT_MIN ? -INFINITY : (float)mx * c;
+        tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
+        tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
+        const float m_new = MODE == VC_MODE_EXPCAST ? fmaxf(m[hh], tm) : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
+        alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
+        if (MODE == VC_MODE_EXPCAST) {
+            bias[hh] = vc_expcast_bias(bpre, m_new); /* one fma after the max */
+        } else {
+            bias[hh] = -m_new;
+        }
+        m[hh] = m_new;
+        lsum[hh] = 0.0f;
+    }
+    /* a[kk][2i + hh] = row g + 8hh, keys 32kk + 16i + {2t, 2t+1, 8+2t, 9+2t} */
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const int j0 = 4 * kk + 2 * i;
+                const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};
+                const int col[4] = {8 * j0 + 2 * t, 8 * j0 + 2 * t + 1, 8 * j0 + 8 + 2 * t, 8 * j0 + 9 + 2 * t};
+                if (MODE == VC_MODE_EXPCAST) {
+                    /* v = bracket + 128 (ONE FFMA per score); the BF16x2
+                     * conversion is the RNE of two brackets, the BF16x2 max
+                     * with 128 the clamp at code 0, and the low byte of each
+                     * half is the code: bit-identical to
+                     * vc_expcast_code_biased(fmaf(8c, s, b + 128)). */
+                    float y[4];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
+                        if (TAIL && col[e] >= nvalid) y[e] = 0.0f; /* code 0 */
+                    }
+                    const uint32_t h01 = max_bf16x2(cvt_bf16x2(y[0], y[1]), VC_ATT_BF16X2_128);
+                    const uint32_t h23 = max_bf16x2(cvt_bf16x2(y[2], y[3]), VC_ATT_BF16X2_128);
+                    P[kk][2 * i + hh] = prmt(h01, h23, 0x6420);
+                } else {
+                    float p[4];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        p[e] = ex2_approx(fmaf((float)S[idx[e]], c, bias[hh]));
+                        if (TAIL && col[e] >= nvalid) p[e] = 0.0f;
+                    }
+                    if (MODE == VC_MODE_SAGE2) lsum[hh] += (p[0] + p[1]) + (p[2] + p[3]);
+                    P[kk][2 * i + hh] = (uint32_t)cvt_e4m3x2(p[0], p[1]) | ((uint32_t)cvt_e4m3x2(p[2], p[3]) << 16);
+                }
+            }
+}

@@ -1,0 +1,19 @@
+/* smem.cuh - one-instruction shared-memory and special-register helpers. */
+#pragma once
+#include <stdint.h>
+
+/* One FP32 load from a shared-memory address (volatile: stays where it is
+ * written, e.g. before the stage holding it is released). */
+__device__ __forceinline__ float lds_f32(uint32_t saddr) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(saddr) : "memory");
+    return v;
+}
+
+/* %tid.x, read again (volatile: not merged with an earlier read, so the
+ * value need not stay live in a register across a loop). */
+__device__ __forceinline__ uint32_t read_tid_x(void) {
+    uint32_t x;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(x));
+    return x;
+}
