@@ -400,6 +400,17 @@ static void wl_gains(uint64_t *rng, float *g, int64_t d) {
     for (int64_t i = 0; i < d; ++i) g[i] *= norm;
 }
 
+static double wl_head_scale(const vcattn_workload_params *p, double u) {
+    if (p->head_scale_min == 0.0f) return 1.0;
+    return (double)p->head_scale_min *
+           wl_exp2(u * wl_log2((double)p->head_scale_max / (double)p->head_scale_min));
+}
+
+double vc_workload_head_scale(const vcattn_workload_params *p, int64_t b, int64_t h) {
+    uint64_t rng = wl_stream(p->seed, WL_STREAM_EXTRA, b, h); /* its first draw */
+    return wl_head_scale(p, wl_uniform(&rng));
+}
+
 /* The long-video terms of slice (b, h), on top of the base tensors, from
  * their own stream (so the base draws are untouched):
  *   Q <- g_h (Q + q_off), g_h = per-head scale, log-uniform in
@@ -414,11 +425,7 @@ static void wl_head_extras(const wl_ctx *c, int64_t b, int64_t h, const double *
     const vcattn_workload_params *p = c->p;
     const int64_t D = p->head_dim, S = c->seq, HW = p->height * p->width;
     uint64_t rng = wl_stream(p->seed, WL_STREAM_EXTRA, b, h);
-    const double u = wl_uniform(&rng);
-    double g = 1.0;
-    if (p->head_scale_min != 0.0f)
-        g = (double)p->head_scale_min *
-            wl_exp2(u * wl_log2((double)p->head_scale_max / (double)p->head_scale_min));
+    const double g = wl_head_scale(p, wl_uniform(&rng));
     float qoff[128], wv[128];
     const double a = p->qk_offset_alignment, a_own = sqrt(1.0 - a * a);
     for (int64_t d = 0; d < D; ++d)

@@ -123,7 +123,7 @@ static int wl_write_grid(const char *path, const char *preset, const vcattn_work
             " \"v_outlier_channels\": %d, \"v_channel_offset\": %.9g,\n"
             " \"rope_theta\": %.9g, \"rope_dims\": [%d, %d, %d], \"q_channel_offset\": %.9g,\n"
             " \"qk_offset_alignment\": %.9g, \"head_scale_min\": %.9g, \"head_scale_max\": %.9g,\n"
-            " \"v_frame_token_scale\": %.9g}\n",
+            " \"v_frame_token_scale\": %.9g,\n \"head_scales\": [",
             preset, (long long)p->frames, (long long)p->height, (long long)p->width,
             (long long)p->batch, (long long)p->heads,
             (long long)(p->frames * p->height * p->width), (long long)p->head_dim,
@@ -132,6 +132,10 @@ static int wl_write_grid(const char *path, const char *preset, const vcattn_work
             p->v_channel_offset, p->rope_theta, p->rope_dims[0], p->rope_dims[1], p->rope_dims[2],
             p->q_channel_offset, p->qk_offset_alignment, p->head_scale_min, p->head_scale_max,
             p->v_frame_token_scale);
+    for (int64_t b = 0; b < p->batch; ++b)
+        for (int64_t h = 0; h < p->heads; ++h)
+            fprintf(f, "%s%.6f", b + h ? ", " : "", vc_workload_head_scale(p, b, h));
+    fprintf(f, "]}\n");
     int ok = !ferror(f);
     if (fclose(f) != 0) ok = 0;
     if (!ok) fprintf(stderr, "vcattn workload: write to '%s' failed\n", path);
@@ -205,7 +209,7 @@ static int wl_stats(const vcattn_workload_params *p, const float *q, const float
     }
     printf("# softmax regime, %lld keys, %lld sampled rows per head (FP64 over the BF16 tensors)\n",
            (long long)S, (long long)rows);
-    printf("%-5s %12s %12s %12s %12s %10s %12s\n", "head", "tail<2^-15", "worst<2^-15",
+    printf("%-5s %8s %12s %12s %12s %12s %10s %12s\n", "head", "g_h", "tail<2^-15", "worst<2^-15",
            "tail<2^-19", "worst<2^-19", "peak_oct", "median_pmax");
     for (int64_t h = 0; h < p->batch * p->heads; ++h) {
         wl_stats_ctx c = {q + h * S * D, k + h * S * D, S, D, rows, buf, buf + rows,
@@ -223,8 +227,9 @@ static int wl_stats(const vcattn_workload_params *p, const float *q, const float
         for (int i = 1; i < WL_OCT_BINS; ++i)
             if (hist[i] > hist[peak]) peak = i;
         qsort(c.pmax, (size_t)rows, sizeof(double), wl_cmp_double);
-        printf("%-5lld %12.3e %12.3e %12.3e %12.3e %10.1f %12.3e\n", (long long)h, m15, w15, m19,
-               w19, peak + 0.5, c.pmax[rows / 2]);
+        printf("%-5lld %8.3f %12.3e %12.3e %12.3e %12.3e %10.1f %12.3e\n", (long long)h,
+               vc_workload_head_scale(p, h / p->heads, h % p->heads), m15, w15, m19, w19,
+               peak + 0.5, c.pmax[rows / 2]);
         printf("      mass per octave below the max [0,1) [1,2) ...:");
         for (int i = 0; i < 24; ++i) printf(" %.3f", hist[i]);
         printf("\n");

@@ -220,6 +220,8 @@ def evaluate(name, q, k, v, grid, methods, args):
         ref, st = reference_head(q[0, h], k[0, h], v[0, h], scale, args.chunk, args.stats_rows)
         refs.append(ref)
         st["head"] = h
+        if isinstance(grid, dict) and len(grid.get("head_scales", [])) == H:
+            st["head_scale"] = grid["head_scales"][h]  # the generator's per-head Q multiplier g_h
         regime.append(st)
         log(f"[{name}] head {h}: tail<2^-15 mean {st['tail_mass_2m15_mean']:.2e} worst "
             f"{st['tail_mass_2m15_worst']:.2e}, peak octave {st['peak_octave']}")
@@ -250,10 +252,11 @@ def print_tables(results):
     for r in results:
         g = r["grid"]["grid"] if isinstance(r["grid"], dict) else None
         print(f"\n=== {r['name']}  shape {tuple(r['shape'])}  grid {g}")
-        print(f"{'head':>4} {'tail<2^-15':>11} {'worst':>9} {'p99':>9} {'tail<2^-19':>11} {'worst':>9} "
+        print(f"{'head':>4} {'g_h':>6} {'tail<2^-15':>11} {'worst':>9} {'p99':>9} {'tail<2^-19':>11} {'worst':>9} "
               f"{'peak_oct':>8} {'med_pmax':>9}")
         for s in r["regime"]:
-            print(f"{s['head']:>4} {s['tail_mass_2m15_mean']:>11.3e} {s['tail_mass_2m15_worst']:>9.2e} "
+            gh = f"{s['head_scale']:.3f}" if "head_scale" in s else "-"
+            print(f"{s['head']:>4} {gh:>6} {s['tail_mass_2m15_mean']:>11.3e} {s['tail_mass_2m15_worst']:>9.2e} "
                   f"{s['tail_mass_2m15_p99']:>9.2e} {s['tail_mass_2m19_mean']:>11.3e} "
                   f"{s['tail_mass_2m19_worst']:>9.2e} {s['peak_octave']:>8} {s['median_row_max_prob']:>9.2e}")
         H = r["shape"][1]
