@@ -41,6 +41,14 @@
  *     the paper's observation: V outliers sit in a few tokens whose channels
  *     change across heads; they inflate per-channel or per-block V scales.
  *
+ *  6. Long-video extensions (all off by default, on in the presets; docs/
+ *     workload.md "Long-video presets"): a per-(head, channel) Q offset
+ *     partly aligned with K's, a per-head logit scale g_h (log-uniform),
+ *     massive first-of-frame V tokens, and 3-D RoPE on Q and K (Wan's /
+ *     HunyuanVideo's bands).  Under RoPE the constant parts of Q and K give
+ *     position-dependent scores that decay with distance; with 75K-120K
+ *     keys this makes the long, flat softmax rows of real long videos.
+ *
  * Magnitudes: the token-varying part of K and V has RMS 1 per entry (like
  * post-norm activations), Q has RMS WL_Q_SCALE; offsets and outliers come on
  * top.
