@@ -271,10 +271,29 @@ typedef struct vcattn_workload_params {
     float v_outlier_scale;       /* outlier magnitude, in units of the V std */
     int v_outlier_channels;      /* channels an outlier token inflates (vary per head) */
     float v_channel_offset;      /* std of the per-channel constant added to V */
+    /* Long-video extensions (docs/workload.md, "Long-video presets").  All zero
+     * in vcattn_workload_params_init, which keeps the built-in workload
+     * bit-identical; the presets below turn them on. */
+    float rope_theta;            /* 3-D RoPE base (Wan 10000, HunyuanVideo 256); 0 = no RoPE */
+    int rope_dims[3];            /* channels rotated by the t, y, x bands (even; sum <= head_dim) */
+    float q_channel_offset;      /* std of the per-channel constant added to Q (before RoPE) */
+    float qk_offset_alignment;   /* -1..1: correlation of the Q offset with the K offset */
+    float head_scale_min;        /* per-head Q multiplier, log-uniform in [min, max]; */
+    float head_scale_max;        /*   both 0 = every head 1 */
+    float v_frame_token_scale;   /* first token of each frame: V += this x a per-head N(0,1)
+                                    vector (massive tokens); 0 = off */
 } vcattn_workload_params;
 
 /* Defaults: 1 x 2 heads x (8 x 32 x 32 = 8192 tokens) x 128. */
 void vcattn_workload_params_init(vcattn_workload_params *p);
+
+/* Named presets (defaults, then the preset's fields): "video-long-wan720p"
+ * (21 x 45 x 80 = 75,600 tokens, 4 heads), "video-long-hunyuan720p"
+ * (33 x 45 x 80 = 118,800 tokens, 4 heads), "video-9600" (4 x 48 x 50 =
+ * 9,600 tokens, 8 heads); D = 128, seed 1.  Unknown name: INVALID_ARGUMENT
+ * (p untouched).  vcattn_workload_preset_name(i) lists them (NULL past the end). */
+vcattn_status vcattn_workload_preset(const char *name, vcattn_workload_params *p);
+const char *vcattn_workload_preset_name(int index);
 
 /* q, k, v: (B, H, S, D) contiguous, caller-allocated. */
 vcattn_status vcattn_workload_generate(const vcattn_workload_params *p, float *q, float *k,

@@ -64,4 +64,8 @@ static inline const float *vc_row(const float *base, const int64_t stride[3], in
 /* 1/sqrt(head_dim) unless the caller set a positive scale. */
 double vc_softmax_scale(const vcattn_attention_params *p);
 
+/* The per-head Q multiplier g_h the workload generator uses for slice (b, h)
+ * (1 when head_scale_min/max are 0); for tools that describe a workload. */
+double vc_workload_head_scale(const vcattn_workload_params *p, int64_t b, int64_t h);
+
 #endif

@@ -41,6 +41,14 @@
  *     the paper's observation: V outliers sit in a few tokens whose channels
  *     change across heads; they inflate per-channel or per-block V scales.
  *
+ *  6. Long-video extensions (all off by default, on in the presets; docs/
+ *     workload.md "Long-video presets"): a per-(head, channel) Q offset
+ *     partly aligned with K's, a per-head logit scale g_h (log-uniform),
+ *     massive first-of-frame V tokens, and 3-D RoPE on Q and K (Wan's /
+ *     HunyuanVideo's bands).  Under RoPE the constant parts of Q and K give
+ *     position-dependent scores that decay with distance; with 75K-120K
+ *     keys this makes the long, flat softmax rows of real long videos.
+ *
  * Magnitudes: the token-varying part of K and V has RMS 1 per entry (like
  * post-norm activations), Q has RMS WL_Q_SCALE; offsets and outliers come on
  * top.
@@ -69,10 +77,16 @@
 #define WL_BLOB_TOKENS 32     /* outlier tokens per blob (the blob count follows) */
 #define WL_MAX_BLOBS 16
 #define WL_PARAM_MAX 1.0e6f   /* larger offsets/scales could overflow float */
+/* Video presets (chosen before any method was run on them; docs/workload.md) */
+#define WL_PRESET_Q_OFFSET 0.5f          /* Q channel-offset std: a quarter of K's 2.0 */
+#define WL_PRESET_QK_ALIGN 0.5f          /* Q offset half aligned with K's: positional heads */
+#define WL_PRESET_HEAD_SCALE_MIN 0.5f    /* per-head logit temperature, log-uniform over */
+#define WL_PRESET_HEAD_SCALE_MAX 2.0f    /*   a factor 4 centred on the built-in's 1 */
+#define WL_PRESET_FRAME_TOKEN_SCALE 20.0f /* first-of-frame V, like v_outlier_scale but dense */
 
 /* purposes of the random streams */
 enum { WL_STREAM_FIELD = 1, WL_STREAM_BLOBS, WL_STREAM_HEAD, WL_STREAM_NOISE_Q,
-       WL_STREAM_NOISE_K, WL_STREAM_NOISE_V };
+       WL_STREAM_NOISE_K, WL_STREAM_NOISE_V, WL_STREAM_EXTRA };
 
 /* ---- random numbers ------------------------------------------------------ */
 
@@ -122,6 +136,53 @@ static inline float wl_fast_normal(uint64_t *state) {
     return (float)(sum - 131070) * 2.6429065e-5f;
 }
 
+/* ---- deterministic elementary functions ------------------------------------
+ * RoPE and the log-uniform head scales need 2^x, log2, sin and cos.  libm's
+ * last bit may differ between C libraries, so these are series in plain
+ * double arithmetic (+, *, /) with exact frexp / ldexp / floor: the same
+ * bytes everywhere the arithmetic is IEEE.  Accuracy ~1e-15 relative, far
+ * below the float outputs' rounding. */
+
+static double wl_exp2(double x) {
+    double n = floor(x), f = (x - n) * 0.69314718055994530942; /* e^f, f in [0, ln 2) */
+    double term = 1.0, sum = 1.0;
+    for (int i = 1; i <= 24; ++i) {
+        term *= f / (double)i;
+        sum += term;
+    }
+    return ldexp(sum, (int)n);
+}
+
+static double wl_log2(double x) { /* x > 0 */
+    int e;
+    double m = frexp(x, &e) * 2.0; /* [1, 2) */
+    e -= 1;
+    double t = (m - 1.0) / (m + 1.0), t2 = t * t, pw = t, sum = 0.0; /* t <= 1/3 */
+    for (int k = 0; k < 40; ++k) {
+        sum += pw / (double)(2 * k + 1);
+        pw *= t2;
+    }
+    return (double)e + 2.0 * sum * 1.44269504088896340736;
+}
+
+static void wl_sincos(double x, double *sn, double *cs) {
+    const double pio2_hi = 1.57079632679489655800, pio2_lo = 6.12323399573676603587e-17;
+    double k = floor(x / pio2_hi + 0.5);
+    double r = (x - k * pio2_hi) - k * pio2_lo, r2 = r * r; /* |r| <= pi/4 (+ulps) */
+    double s = r, c = 1.0, ts = r, tc = 1.0;
+    for (int i = 1; i <= 12; ++i) {
+        ts *= -r2 / (double)((2 * i) * (2 * i + 1));
+        tc *= -r2 / (double)((2 * i - 1) * (2 * i));
+        s += ts;
+        c += tc;
+    }
+    int64_t q = (int64_t)k & 3; /* two's complement: also right for k < 0 */
+    if (q == 0) { *sn = s; *cs = c; }
+    else if (q == 1) { *sn = c; *cs = -s; }
+    else if (q == 2) { *sn = -s; *cs = -c; }
+    else { *sn = -c; *cs = s; }
+}
+
 /* ---- validation ----------------------------------------------------------- */
 
 static int wl_finite_in(float x, float lo, float hi) { return isfinite(x) && x >= lo && x <= hi; }
@@ -145,6 +206,26 @@ static vcattn_status wl_validate(const vcattn_workload_params *p, int64_t *seq) 
         !wl_finite_in(p->v_outlier_scale, 0.0f, WL_PARAM_MAX) ||
         !wl_finite_in(p->v_channel_offset, 0.0f, WL_PARAM_MAX) || p->v_outlier_channels < 0 ||
         (int64_t)p->v_outlier_channels > p->head_dim)
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    /* long-video extensions */
+    if (!wl_finite_in(p->q_channel_offset, 0.0f, WL_PARAM_MAX) ||
+        !wl_finite_in(p->qk_offset_alignment, -1.0f, 1.0f) ||
+        !wl_finite_in(p->v_frame_token_scale, 0.0f, WL_PARAM_MAX) ||
+        !wl_finite_in(p->head_scale_min, 0.0f, 100.0f) ||
+        !wl_finite_in(p->head_scale_max, 0.0f, 100.0f))
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    if ((p->head_scale_min == 0.0f) != (p->head_scale_max == 0.0f) ||
+        p->head_scale_min > p->head_scale_max ||
+        (p->head_scale_min != 0.0f && p->head_scale_min < 1e-3f))
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (!(p->rope_theta == 0.0f || wl_finite_in(p->rope_theta, 2.0f, 1.0e9f)))
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    int64_t rope_sum = 0;
+    for (int a = 0; a < 3; ++a) {
+        if (p->rope_dims[a] < 0 || p->rope_dims[a] % 2) return VCATTN_STATUS_INVALID_ARGUMENT;
+        rope_sum += p->rope_dims[a];
+    }
+    if (rope_sum > p->head_dim || (p->rope_theta != 0.0f && rope_sum == 0))
         return VCATTN_STATUS_INVALID_ARGUMENT;
     *seq = s;
     return VCATTN_STATUS_SUCCESS;
@@ -265,7 +346,53 @@ typedef struct {
     const float *z;   /* (B, S, WL_LATENT) */
     const float *mag; /* (B, S) */
     float *q, *k, *v;
+    /* RoPE tables (NULL without RoPE): cos/sin per (position, pair) of each
+     * axis, rope_cs[a] = {cos..., sin...} of (n_a positions) x (rope_dims[a]/2) */
+    const float *rope_cs[3];
 } wl_ctx;
+
+/* Any long-video extension on?  (All off: wl_head writes exactly what it
+ * wrote before they existed.) */
+static int wl_extras_on(const vcattn_workload_params *p) {
+    return p->rope_theta != 0.0f || p->q_channel_offset != 0.0f || p->head_scale_min != 0.0f ||
+           p->v_frame_token_scale != 0.0f;
+}
+
+/* cos/sin of pos * theta^(-2i/dims) for pos in [0, n), i in [0, dims/2):
+ * Wan's and HunyuanVideo's per-axis frequencies (rope_params /
+ * get_1d_rotary_pos_embed).  cs: 2 * n * (dims/2) floats. */
+static void wl_rope_table(double theta, int dims, int64_t n, float *cs) {
+    const int pairs = dims / 2;
+    const double lt = wl_log2(theta);
+    for (int i = 0; i < pairs; ++i) {
+        double w = wl_exp2(-(double)(2 * i) / (double)dims * lt);
+        for (int64_t x = 0; x < n; ++x) {
+            double sn, c;
+            wl_sincos((double)x * w, &sn, &c);
+            cs[x * pairs + i] = (float)c;
+            cs[n * pairs + x * pairs + i] = (float)sn;
+        }
+    }
+}
+
+/* Rotate the adjacent pairs (2j, 2j+1) of one token row: the first
+ * rope_dims[0]/2 pairs by the t band, then y, then x; channels past the
+ * bands stay as they are.  (Wan's rope_apply / HunyuanVideo's
+ * apply_rotary_emb with real cos/sin: x' = x cos - y sin, y' = x sin + y cos.) */
+static void wl_rope_row(const wl_ctx *c, float *row, const int64_t pos[3]) {
+    const vcattn_workload_params *p = c->p;
+    const int64_t n[3] = {p->frames, p->height, p->width};
+    int64_t ch = 0;
+    for (int a = 0; a < 3; ++a) {
+        const int pairs = p->rope_dims[a] / 2;
+        const float *cs = c->rope_cs[a] + pos[a] * pairs, *sn = c->rope_cs[a] + n[a] * pairs + pos[a] * pairs;
+        for (int i = 0; i < pairs; ++i, ch += 2) {
+            float x = row[ch], y = row[ch + 1];
+            row[ch] = x * cs[i] - y * sn[i];
+            row[ch + 1] = x * sn[i] + y * cs[i];
+        }
+    }
+}
 
 /* Per-channel gains (1 + n/8)^2, n ~ N(0,1): positive, median 1, log-std
  * about 0.25 (like a log-normal, without libm), scaled to RMS 1: real
@@ -279,6 +406,55 @@ static void wl_gains(uint64_t *rng, float *g, int64_t d) {
     }
     float norm = (float)(1.0 / sqrt(ss / (double)d)); /* RMS 1 over channels */
     for (int64_t i = 0; i < d; ++i) g[i] *= norm;
+}
+
+static double wl_head_scale(const vcattn_workload_params *p, double u) {
+    if (p->head_scale_min == 0.0f) return 1.0;
+    return (double)p->head_scale_min *
+           wl_exp2(u * wl_log2((double)p->head_scale_max / (double)p->head_scale_min));
+}
+
+double vc_workload_head_scale(const vcattn_workload_params *p, int64_t b, int64_t h) {
+    uint64_t rng = wl_stream(p->seed, WL_STREAM_EXTRA, b, h); /* its first draw */
+    return wl_head_scale(p, wl_uniform(&rng));
+}
+
+/* The long-video terms of slice (b, h), on top of the base tensors, from
+ * their own stream (so the base draws are untouched):
+ *   Q <- g_h (Q + q_off), g_h = per-head scale, log-uniform in
+ *        [head_scale_min, head_scale_max]; q_off = q_channel_offset x
+ *        (a K_unit + sqrt(1 - a^2) n), a = qk_offset_alignment;
+ *   V[first token of each frame] += v_frame_token_scale x w_h, w_h ~ N(0, 1)^D;
+ *   Q, K <- 3-D RoPE at the token's (t, y, x).
+ * Draw order (fixed, whatever the knobs): u for g_h, D normals for q_off,
+ * D normals for w_h. */
+static void wl_head_extras(const wl_ctx *c, int64_t b, int64_t h, const double *koff_unit,
+                           float *q, float *k, float *v) {
+    const vcattn_workload_params *p = c->p;
+    const int64_t D = p->head_dim, S = c->seq, HW = p->height * p->width;
+    uint64_t rng = wl_stream(p->seed, WL_STREAM_EXTRA, b, h);
+    const double g = wl_head_scale(p, wl_uniform(&rng));
+    float qoff[128], wv[128];
+    const double a = p->qk_offset_alignment, a_own = sqrt(1.0 - a * a);
+    for (int64_t d = 0; d < D; ++d)
+        qoff[d] = (float)(p->q_channel_offset * (a * koff_unit[d] + a_own * wl_normal(&rng)));
+    for (int64_t d = 0; d < D; ++d) wv[d] = (float)(p->v_frame_token_scale * wl_normal(&rng));
+    const float gf = (float)g;
+    if (p->head_scale_min != 0.0f || p->q_channel_offset != 0.0f)
+        for (int64_t s = 0; s < S; ++s)
+            for (int64_t d = 0; d < D; ++d) q[s * D + d] = gf * (q[s * D + d] + qoff[d]);
+    if (p->v_frame_token_scale != 0.0f)
+        for (int64_t t = 0; t < p->frames; ++t)
+            for (int64_t d = 0; d < D; ++d) v[t * HW * D + d] += wv[d];
+    if (p->rope_theta != 0.0f) {
+        int64_t s = 0, pos[3];
+        for (pos[0] = 0; pos[0] < p->frames; ++pos[0])
+            for (pos[1] = 0; pos[1] < p->height; ++pos[1])
+                for (pos[2] = 0; pos[2] < p->width; ++pos[2], ++s) {
+                    wl_rope_row(c, q + s * D, pos);
+                    wl_rope_row(c, k + s * D, pos);
+                }
+    }
 }
 
 static void wl_head(void *vctx, int64_t task, int worker) {
@@ -301,7 +477,11 @@ static void wl_head(void *vctx, int64_t task, int worker) {
     wl_gains(&rng, gq, D);
     wl_gains(&rng, gk, D);
     wl_gains(&rng, gv, D);
-    for (int64_t i = 0; i < D; ++i) koff[i] = (float)(p->k_channel_offset * wl_normal(&rng));
+    double koff_unit[128]; /* the unit draws, for the Q offset's alignment */
+    for (int64_t i = 0; i < D; ++i) {
+        koff_unit[i] = wl_normal(&rng);
+        koff[i] = (float)(p->k_channel_offset * koff_unit[i]);
+    }
     for (int64_t i = 0; i < D; ++i) voff[i] = (float)(p->v_channel_offset * wl_normal(&rng));
     /* Outlier channels: signs for all channels, then a partial Fisher-Yates
      * shuffle picks v_outlier_channels of them (drawn last, so the count does
@@ -358,6 +538,7 @@ static void wl_head(void *vctx, int64_t task, int worker) {
             }
         }
     }
+    if (wl_extras_on(p)) wl_head_extras(c, b, h, koff_unit, q, k, v);
 }
 
 /* ---- public ---------------------------------------------------------------- */
@@ -408,9 +589,74 @@ vcattn_status vcattn_workload_generate(const vcattn_workload_params *p, float *q
     free(rank);
     free(seg);
 
-    wl_ctx ctx = {p, seq, z, mag, q, k, v};
+    wl_ctx ctx = {p, seq, z, mag, q, k, v, {NULL, NULL, NULL}};
+    float *rope = NULL;
+    if (p->rope_theta != 0.0f) {
+        const int64_t n[3] = {p->frames, p->height, p->width};
+        size_t total = 0, at = 0;
+        for (int a = 0; a < 3; ++a) total += 2u * (size_t)n[a] * (size_t)(p->rope_dims[a] / 2) + 1u;
+        rope = (float *)malloc(sizeof(float) * total);
+        if (!rope) {
+            free(z);
+            free(mag);
+            return VCATTN_STATUS_OUT_OF_MEMORY;
+        }
+        for (int a = 0; a < 3; ++a) {
+            ctx.rope_cs[a] = rope + at;
+            wl_rope_table((double)p->rope_theta, p->rope_dims[a], n[a], rope + at);
+            at += 2u * (size_t)n[a] * (size_t)(p->rope_dims[a] / 2) + 1u;
+        }
+    }
     vc_parallel_for(p->batch * p->heads, 0, wl_head, &ctx);
+    free(rope);
     free(z);
     free(mag);
+    return VCATTN_STATUS_SUCCESS;
+}
+
+/* ---- presets (docs/workload.md, "Long-video presets") ------------------------ */
+
+typedef struct {
+    const char *name;
+    int64_t heads, frames, height, width;
+    float rope_theta;
+    int rope_dims[3];
+} wl_preset;
+
+/* Grids: latent frames = (frames - 1) / 4 + 1 (causal 4x temporal VAE),
+ * spatial = pixels / 8 (VAE) / 2 (1x2x2 patchify). */
+static const wl_preset wl_presets[] = {
+    /* Wan2.1/2.2 720p: 81 frames x 720 x 1280 -> 21 x 45 x 80; RoPE 44/42/42, theta 1e4 */
+    {"video-long-wan720p", 4, 21, 45, 80, 10000.0f, {44, 42, 42}},
+    /* HunyuanVideo 720p: 129 frames x 720 x 1280 -> 33 x 45 x 80; RoPE 16/56/56, theta 256 */
+    {"video-long-hunyuan720p", 4, 33, 45, 80, 256.0f, {16, 56, 56}},
+    /* a short clip: 13 frames x 768 x 800 through Wan's VAE/patchify -> 4 x 48 x 50 */
+    {"video-9600", 8, 4, 48, 50, 10000.0f, {44, 42, 42}},
+};
+
+const char *vcattn_workload_preset_name(int index) {
+    if (index < 0 || index >= (int)(sizeof wl_presets / sizeof wl_presets[0])) return NULL;
+    return wl_presets[index].name;
+}
+
+vcattn_status vcattn_workload_preset(const char *name, vcattn_workload_params *p) {
+    if (!name || !p) return VCATTN_STATUS_NULL_POINTER;
+    const wl_preset *w = NULL;
+    for (size_t i = 0; i < sizeof wl_presets / sizeof wl_presets[0]; ++i)
+        if (!strcmp(name, wl_presets[i].name)) w = &wl_presets[i];
+    if (!w) return VCATTN_STATUS_INVALID_ARGUMENT;
+    vcattn_workload_params_init(p);
+    p->heads = w->heads;
+    p->frames = w->frames;
+    p->height = w->height;
+    p->width = w->width;
+    p->rope_theta = w->rope_theta;
+    for (int a = 0; a < 3; ++a) p->rope_dims[a] = w->rope_dims[a];
+    /* the physical settings shared by the video presets (docs/workload.md) */
+    p->q_channel_offset = WL_PRESET_Q_OFFSET;
+    p->qk_offset_alignment = WL_PRESET_QK_ALIGN;
+    p->head_scale_min = WL_PRESET_HEAD_SCALE_MIN;
+    p->head_scale_max = WL_PRESET_HEAD_SCALE_MAX;
+    p->v_frame_token_scale = WL_PRESET_FRAME_TOKEN_SCALE;
     return VCATTN_STATUS_SUCCESS;
 }

@@ -78,5 +78,37 @@ fi
 expect_rc 1 "missing npy file" "$cli" eval --quiet --npy "$tmp/none.npy" "$tmp/none.npy" "$tmp/none.npy"
 grep -q "none.npy" "$tmp/err" && ok "missing file named in the error" || bad "missing file named in the error"
 
+# workload: presets written as BF16 .npy that eval --npy reads (tools/workload_cmd.c)
+expect_rc 0 "workload --help exits 0" "$cli" workload --help
+grep -q "video-long-wan720p" "$tmp/out" && ok "workload --help lists the presets" || bad "workload --help lists the presets"
+grep -q "workload" <("$cli" --help) && ok "--help lists workload" || bad "--help lists workload"
+expect_rc 2 "workload unknown preset exits 2" "$cli" workload --preset nope --out "$tmp/wl"
+grep -q "video-9600" "$tmp/err" && ok "unknown preset error lists the presets" || bad "unknown preset error lists the presets"
+expect_rc 2 "workload without --out exits 2" "$cli" workload --preset video-9600
+expect_rc 2 "workload bad --heads exits 2" "$cli" workload --preset video-9600 --heads 0 --out "$tmp/wl"
+expect_rc 1 "workload unwritable --out exits 1" "$cli" workload --preset video-9600 --frames 1 --heads 1 --out /proc/nonexistent/dir --quiet
+expect_rc 0 "workload writes a preset" "$cli" workload --preset video-9600 --frames 1 --heads 2 --out "$tmp/wl" --quiet
+for f in q k v; do
+    [ -s "$tmp/wl/$f.npy" ] && ok "workload wrote $f.npy" || bad "workload wrote $f.npy"
+done
+grep -q '"grid": \[1, 48, 50\]' "$tmp/wl/grid.json" && ok "grid.json has the grid" || bad "grid.json has the grid"
+expect_rc 0 "eval --npy reads the workload files" "$cli" eval --json --quiet --npy "$tmp/wl/q.npy" "$tmp/wl/k.npy" "$tmp/wl/v.npy" --grid 1,48,50 --methods sage2-8bit --clusters 4
+grep -q '"shape": \[1, 2, 2400, 128\]' "$tmp/out" && ok "workload files have (1, 2, 2400, 128)" || bad "workload files have (1, 2, 2400, 128)"
+cp "$tmp/wl/v.npy" "$tmp/v_first.npy"
+expect_rc 0 "workload is deterministic" "$cli" workload --preset video-9600 --frames 1 --heads 2 --out "$tmp/wl" --quiet
+cmp -s "$tmp/wl/v.npy" "$tmp/v_first.npy" && ok "same bytes twice" || bad "same bytes twice"
+expect_rc 0 "workload --stats --no-write" "$cli" workload --preset video-9600 --frames 1 --heads 1 --no-write --stats --stats-rows 8 --quiet
+grep -q "tail<2^-15" "$tmp/out" && ok "stats table printed" || bad "stats table printed"
+if python3 -c "import numpy" 2>/dev/null; then
+    python3 - "$tmp/wl" <<'PY' && ok "workload .npy: '<u2' BF16, finite, O(1)" || bad "workload .npy: '<u2' BF16, finite, O(1)"
+import sys, numpy as np
+for n in "qkv":
+    a = np.load(f"{sys.argv[1]}/{n}.npy")
+    assert a.dtype == np.dtype("<u2") and a.shape == (1, 2, 2400, 128), (a.dtype, a.shape)
+    x = (a.astype(np.uint32) << 16).view(np.float32)
+    assert np.isfinite(x).all() and 0.3 < x.std() < 30, x.std()
+PY
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

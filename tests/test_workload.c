@@ -579,3 +579,310 @@ TEST(workload_rejects_bad_input) {
     for (int i = 0; i < N; ++i) untouched &= q[i] == 123.0f && k[i] == 123.0f && v[i] == 123.0f;
     CHECK(untouched);
 }
+
+/* ---- long-video extensions (docs/workload.md, "Long-video presets") ------------------- */
+
+/* a small grid with every extension on, like the presets */
+static void wl_long_small(vcattn_workload_params *p, uint64_t seed) {
+    CHECK_STATUS(vcattn_workload_preset("video-long-wan720p", p), VCATTN_STATUS_SUCCESS);
+    p->frames = 3;
+    p->height = 6;
+    p->width = 10;
+    p->heads = 3;
+    p->seed = seed;
+}
+
+TEST(workload_presets) {
+    vcattn_workload_params p;
+    const struct { const char *name; int64_t t, h, w, heads, seq; float theta; int dt; } want[] = {
+        {"video-long-wan720p", 21, 45, 80, 4, 75600, 10000.0f, 44},
+        {"video-long-hunyuan720p", 33, 45, 80, 4, 118800, 256.0f, 16},
+        {"video-9600", 4, 48, 50, 8, 9600, 10000.0f, 44},
+    };
+    int count = 0;
+    while (vcattn_workload_preset_name(count)) ++count;
+    CHECK_EQ_INT(count, 3);
+    CHECK(vcattn_workload_preset_name(-1) == NULL);
+    for (int i = 0; i < 3; ++i) {
+        memset(&p, 0x5A, sizeof p);
+        CHECK_STATUS(vcattn_workload_preset(want[i].name, &p), VCATTN_STATUS_SUCCESS);
+        CHECK(!strcmp(vcattn_workload_preset_name(i), want[i].name));
+        CHECK_EQ_INT(p.frames, want[i].t);
+        CHECK_EQ_INT(p.height, want[i].h);
+        CHECK_EQ_INT(p.width, want[i].w);
+        CHECK_EQ_INT(p.heads, want[i].heads);
+        CHECK_EQ_INT(p.frames * p.height * p.width, want[i].seq);
+        CHECK_EQ_INT(p.head_dim, 128);
+        CHECK_EQ_INT(p.batch, 1);
+        CHECK_NEAR(p.rope_theta, want[i].theta, 1e-3);
+        CHECK_EQ_INT(p.rope_dims[0], want[i].dt);
+        CHECK_EQ_INT(p.rope_dims[0] + p.rope_dims[1] + p.rope_dims[2], 128);
+        CHECK(p.head_scale_min > 0.0f && p.head_scale_min < p.head_scale_max);
+        CHECK(p.v_frame_token_scale > 0.0f && p.q_channel_offset > 0.0f);
+        /* the built-in fields stay the defaults */
+        CHECK_NEAR(p.k_channel_offset, 2.0, 1e-6);
+        CHECK_NEAR(p.v_outlier_fraction, 0.005, 1e-9);
+    }
+    memset(&p, 0x5A, sizeof p);
+    vcattn_workload_params before = p;
+    CHECK_STATUS(vcattn_workload_preset("video-long", &p), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK(memcmp(&p, &before, sizeof p) == 0);
+    CHECK_STATUS(vcattn_workload_preset(NULL, &p), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_workload_preset("video-9600", NULL), VCATTN_STATUS_NULL_POINTER);
+    /* the init leaves every extension off */
+    vcattn_workload_params_init(&p);
+    CHECK(p.rope_theta == 0.0f && p.rope_dims[0] == 0 && p.rope_dims[1] == 0 && p.rope_dims[2] == 0);
+    CHECK(p.q_channel_offset == 0.0f && p.qk_offset_alignment == 0.0f);
+    CHECK(p.head_scale_min == 0.0f && p.head_scale_max == 0.0f && p.v_frame_token_scale == 0.0f);
+}
+
+TEST(workload_presets_deterministic) {
+    for (int i = 0; vcattn_workload_preset_name(i); ++i) {
+        vcattn_workload_params p;
+        CHECK_STATUS(vcattn_workload_preset(vcattn_workload_preset_name(i), &p), VCATTN_STATUS_SUCCESS);
+        p.frames = 2; /* the preset's frame, fewer of them: quick */
+        p.heads = 2;
+        wl_bufs a, b;
+        if (!wl_make(&p, &a)) return;
+        if (!wl_make(&p, &b)) { wl_release(&a); return; }
+        size_t bytes = sizeof(float) * (size_t)a.n;
+        CHECK(memcmp(a.q, b.q, bytes) == 0);
+        CHECK(memcmp(a.k, b.k, bytes) == 0);
+        CHECK(memcmp(a.v, b.v, bytes) == 0);
+        int finite = 1;
+        for (int64_t j = 0; j < a.n; ++j) finite &= isfinite(a.q[j]) && isfinite(a.k[j]) && isfinite(a.v[j]);
+        CHECK(finite);
+        /* slice (b, h) does not depend on the head count */
+        wl_bufs c;
+        p.heads = 1;
+        if (wl_make(&p, &c)) {
+            CHECK(memcmp(a.q, c.q, bytes / 2) == 0 && memcmp(a.v, c.v, bytes / 2) == 0);
+            wl_release(&c);
+        }
+        wl_release(&a);
+        wl_release(&b);
+    }
+}
+
+/* RoPE rotates each (2j, 2j+1) pair of Q and K by pos_axis * theta^(-2i/dims_axis):
+ * the data with RoPE equals the data without it rotated by libm's cos/sin, and
+ * every pair keeps its norm. */
+TEST(workload_rope) {
+    vcattn_workload_params p;
+    wl_long_small(&p, test_seed());
+    wl_bufs on, off;
+    if (!wl_make(&p, &on)) return;
+    vcattn_workload_params p0 = p;
+    p0.rope_theta = 0.0f;
+    if (!wl_make(&p0, &off)) { wl_release(&on); return; }
+    CHECK(memcmp(on.v, off.v, sizeof(float) * (size_t)on.n) == 0);
+    const int64_t D = p.head_dim, S = on.seq;
+    double worst_norm = 0.0, worst_rot = 0.0;
+    int64_t moved = 0;
+    for (int t = 0; t < 2; ++t) {
+        const float *x1 = t ? on.k : on.q, *x0 = t ? off.k : off.q;
+        for (int64_t h = 0; h < p.heads; ++h)
+            for (int64_t s = 0; s < S; ++s) {
+                const int64_t pos[3] = {s / (p.height * p.width), (s / p.width) % p.height, s % p.width};
+                const float *r1 = x1 + (h * S + s) * D, *r0 = x0 + (h * S + s) * D;
+                int64_t ch = 0;
+                for (int a = 0; a < 3; ++a)
+                    for (int i = 0; i < p.rope_dims[a] / 2; ++i, ch += 2) {
+                        double ang = (double)pos[a] * pow((double)p.rope_theta, -2.0 * i / p.rope_dims[a]);
+                        double x = r0[ch], y = r0[ch + 1];
+                        double ex = x * cos(ang) - y * sin(ang), ey = x * sin(ang) + y * cos(ang);
+                        double n0 = sqrt(x * x + y * y), n1 = hypot(r1[ch], r1[ch + 1]);
+                        double dn = fabs(n1 - n0) / (n0 + 1e-6);
+                        double dr = hypot(r1[ch] - ex, r1[ch + 1] - ey) / (n0 + 1e-6);
+                        if (dn > worst_norm) worst_norm = dn;
+                        if (dr > worst_rot) worst_rot = dr;
+                        moved += r1[ch] != r0[ch];
+                    }
+                for (; ch < D; ++ch) CHECK(r1[ch] == r0[ch]);
+                if (s == 0) /* position (0, 0, 0): no rotation at all */
+                    CHECK(memcmp(r1, r0, sizeof(float) * (size_t)D) == 0);
+            }
+    }
+    CHECK_MSG(worst_norm < 1e-5, "RoPE changes a pair norm by %g (relative)", worst_norm);
+    CHECK_MSG(worst_rot < 1e-5, "RoPE differs from libm's rotation by %g (relative)", worst_rot);
+    CHECK_MSG(moved > on.n / 4, "RoPE moved only %lld values", (long long)moved);
+    wl_release(&on);
+    wl_release(&off);
+
+    /* HunyuanVideo's bands and theta, and bands that leave channels unrotated */
+    CHECK_STATUS(vcattn_workload_preset("video-long-hunyuan720p", &p), VCATTN_STATUS_SUCCESS);
+    p.frames = 2; p.height = 4; p.width = 5; p.heads = 1; p.head_dim = 64;
+    p.rope_dims[0] = 8; p.rope_dims[1] = 20; p.rope_dims[2] = 20; /* 16 channels unrotated */
+    if (wl_make(&p, &on)) {
+        p.rope_theta = 0.0f;
+        if (wl_make(&p, &off)) {
+            for (int64_t s = 0; s < on.seq; ++s)
+                for (int64_t d = 48; d < 64; ++d) CHECK(on.q[s * 64 + d] == off.q[s * 64 + d]);
+            wl_release(&off);
+        }
+        wl_release(&on);
+    }
+}
+
+/* Per-head sharpness: Q of head h is g_h (Q + q_offset); g_h log-uniform in
+ * [min, max], different per head; K and V untouched. */
+TEST(workload_head_sharpness) {
+    vcattn_workload_params p;
+    wl_long_small(&p, test_seed());
+    p.rope_theta = 0.0f;
+    p.q_channel_offset = 0.0f;
+    p.heads = 8;
+    wl_bufs with, without;
+    if (!wl_make(&p, &with)) return;
+    vcattn_workload_params p0 = p;
+    p0.head_scale_min = p0.head_scale_max = 0.0f;
+    if (!wl_make(&p0, &without)) { wl_release(&with); return; }
+    const size_t bytes = sizeof(float) * (size_t)with.n;
+    CHECK(memcmp(with.k, without.k, bytes) == 0);
+    CHECK(memcmp(with.v, without.v, bytes) == 0);
+    const int64_t D = p.head_dim, S = with.seq;
+    double g[8], gmin = 1e9, gmax = 0.0;
+    for (int64_t h = 0; h < p.heads; ++h) {
+        double num = 0.0, den = 0.0;
+        const float *a = with.q + h * S * D, *b = without.q + h * S * D;
+        for (int64_t i = 0; i < S * D; ++i) {
+            num += (double)a[i] * b[i];
+            den += (double)b[i] * b[i];
+        }
+        g[h] = num / den;
+        double worst = 0.0;
+        for (int64_t i = 0; i < S * D; ++i) {
+            double e = fabs(a[i] - g[h] * b[i]) / (fabs(b[i]) * g[h] + 1e-6);
+            if (e > worst) worst = e;
+        }
+        CHECK_MSG(worst < 1e-5, "head %lld: Q is not a constant multiple (%g)", (long long)h, worst);
+        CHECK_MSG(g[h] >= p.head_scale_min * (1 - 1e-6) && g[h] <= p.head_scale_max * (1 + 1e-6),
+                  "head %lld: scale %g outside [%g, %g]", (long long)h, g[h], p.head_scale_min,
+                  p.head_scale_max);
+        if (g[h] < gmin) gmin = g[h];
+        if (g[h] > gmax) gmax = g[h];
+    }
+    /* 8 log-uniform draws over a factor 4: spread well beyond a factor 1.3 */
+    CHECK_MSG(gmax / gmin > 1.3, "per-head scales barely differ: %g .. %g", gmin, gmax);
+    for (int64_t h = 1; h < p.heads; ++h) CHECK(g[h] != g[0]);
+    wl_release(&with);
+    wl_release(&without);
+}
+
+/* The Q offset: a per-(head, channel) constant (before RoPE), correlated with
+ * K's offset by qk_offset_alignment. */
+TEST(workload_q_offset_alignment) {
+    vcattn_workload_params p;
+    wl_long_small(&p, test_seed());
+    p.rope_theta = 0.0f;
+    p.head_scale_min = p.head_scale_max = 0.0f;
+    p.heads = 4;
+    p.q_channel_offset = 1.0f;
+    p.qk_offset_alignment = 0.8f;
+    wl_bufs a, b;
+    if (!wl_make(&p, &a)) return;
+    vcattn_workload_params p0 = p;
+    p0.q_channel_offset = 0.0f;
+    p0.k_channel_offset = 0.0f;
+    if (!wl_make(&p0, &b)) { wl_release(&a); return; }
+    const int64_t D = p.head_dim, S = a.seq;
+    double qq = 0, kk = 0, qk = 0, worst = 0;
+    for (int64_t h = 0; h < p.heads; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+            const int64_t i0 = h * S * D + d;
+            double oq = (double)a.q[i0] - b.q[i0], ok = (double)a.k[i0] - b.k[i0];
+            qq += oq * oq;
+            kk += ok * ok;
+            qk += oq * ok;
+            for (int64_t s = 1; s < S; ++s)
+                worst = fmax(worst, fabs(((double)a.q[i0 + s * D] - b.q[i0 + s * D]) - oq));
+        }
+    CHECK_MSG(worst < 1e-5, "Q offset not constant over tokens: %g", worst);
+    double corr = qk / sqrt(qq * kk), std = sqrt(qq / (double)(p.heads * D));
+    CHECK_MSG(corr > 0.65 && corr < 0.92, "Q/K offset correlation %g, expected ~0.8", corr);
+    CHECK_MSG(std > 0.8 && std < 1.2, "Q offset std %g, expected ~1", std);
+    wl_release(&a);
+    wl_release(&b);
+}
+
+/* Massive first-of-frame V tokens: token t*H*W of every frame gets the same
+ * per-head dense vector (RMS ~ v_frame_token_scale); nothing else changes. */
+TEST(workload_frame_tokens) {
+    vcattn_workload_params p;
+    wl_long_small(&p, test_seed());
+    p.frames = 4;
+    wl_bufs with, without;
+    if (!wl_make(&p, &with)) return;
+    vcattn_workload_params p0 = p;
+    p0.v_frame_token_scale = 0.0f;
+    if (!wl_make(&p0, &without)) { wl_release(&with); return; }
+    const size_t bytes = sizeof(float) * (size_t)with.n;
+    CHECK(memcmp(with.q, without.q, bytes) == 0);
+    CHECK(memcmp(with.k, without.k, bytes) == 0);
+    const int64_t D = p.head_dim, S = with.seq, HW = p.height * p.width;
+    double first[3][128];
+    for (int64_t h = 0; h < p.heads; ++h) {
+        double ss = 0.0, worst = 0.0;
+        int64_t changed_other = 0;
+        for (int64_t s = 0; s < S; ++s) {
+            const float *a = with.v + (h * S + s) * D, *b = without.v + (h * S + s) * D;
+            if (s % HW) {
+                changed_other += memcmp(a, b, sizeof(float) * (size_t)D) != 0;
+                continue;
+            }
+            for (int64_t d = 0; d < D; ++d) {
+                double diff = (double)a[d] - b[d];
+                if (s == 0) {
+                    first[h][d] = diff;
+                    ss += diff * diff;
+                } else {
+                    worst = fmax(worst, fabs(diff - first[h][d]));
+                }
+            }
+        }
+        CHECK_EQ_INT(changed_other, 0);
+        CHECK_MSG(worst < 1e-4 * p.v_frame_token_scale, "frame tokens get different vectors: %g", worst);
+        double rms = sqrt(ss / (double)D);
+        CHECK_MSG(rms > 0.7 * p.v_frame_token_scale && rms < 1.3 * p.v_frame_token_scale,
+                  "frame-token RMS %g for scale %g", rms, p.v_frame_token_scale);
+    }
+    /* a different vector per head */
+    CHECK(first[0][0] != first[1][0] && first[1][0] != first[2][0]);
+    wl_release(&with);
+    wl_release(&without);
+}
+
+TEST(workload_rejects_bad_extensions) {
+    vcattn_workload_params ok, p;
+    wl_long_small(&ok, test_seed());
+    float q[64], k[64], v[64];
+#define WL_BAD(stmt)                                                                           \
+    do {                                                                                       \
+        p = ok;                                                                                \
+        stmt;                                                                                  \
+        CHECK_STATUS(vcattn_workload_generate(&p, q, k, v), VCATTN_STATUS_INVALID_ARGUMENT);   \
+    } while (0)
+    WL_BAD(p.rope_dims[0] = 43);                       /* odd */
+    WL_BAD(p.rope_dims[1] = -2);
+    WL_BAD(p.rope_dims[2] = 44);                       /* sum 130 > 128 */
+    WL_BAD(p.rope_dims[0] = p.rope_dims[1] = p.rope_dims[2] = 0); /* theta without bands */
+    WL_BAD(p.rope_theta = 1.0f);
+    WL_BAD(p.rope_theta = -10000.0f);
+    WL_BAD(p.rope_theta = NAN);
+    WL_BAD(p.q_channel_offset = -1.0f);
+    WL_BAD(p.qk_offset_alignment = 1.5f);
+    WL_BAD(p.qk_offset_alignment = NAN);
+    WL_BAD(p.head_scale_min = 0.0f);                   /* only one of the pair is 0 */
+    WL_BAD(p.head_scale_min = 3.0f);                   /* min > max */
+    WL_BAD(p.head_scale_max = INFINITY);
+    WL_BAD(p.head_scale_min = 1e-5f);
+    WL_BAD(p.v_frame_token_scale = -1.0f);
+    WL_BAD(p.v_frame_token_scale = NAN);
+#undef WL_BAD
+    /* nothing written on failure */
+    for (int i = 0; i < 64; ++i) q[i] = 7.0f;
+    p = ok;
+    p.rope_dims[0] = 3;
+    vcattn_workload_generate(&p, q, k, v);
+    for (int i = 0; i < 64; ++i) CHECK(q[i] == 7.0f);
+}

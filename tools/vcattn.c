@@ -20,6 +20,7 @@ static const char *k_usage =
     "commands:\n"
     "  eval       fidelity of each method against the FP64 reference\n"
     "  numerics   the ExpCast-FP8 facts measured on the shared numerics\n"
+    "  workload   write a named synthetic workload preset as BF16 .npy (tools/workload_cmd.c)\n"
     "  version    print the version\n"
     "\n"
     "Run 'vcattn <command> --help' for the options of a command.\n";
@@ -461,6 +462,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "eval")) return cmd_eval(argc - 2, argv + 2);
     if (!strcmp(argv[1], "numerics")) return cmd_numerics(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "workload")) { extern int vcattn_cmd_workload(int, char **); return vcattn_cmd_workload(argc - 2, argv + 2); }
     if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
         printf("vcattn %s\n", vcattn_version_string());
         return 0;
