@@ -85,6 +85,8 @@ typedef enum vcattn_method {
     VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, /* vsmooth-8bit with P written by ExpCast */
     VCATTN_METHOD_SAGE3_4BIT,           /* SageAttention3 NVFP4 recipe */
     VCATTN_METHOD_VSMOOTH_4BIT,         /* sage3-4bit + V-Smooth NVFP4 residual */
+    VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT, /* vsmooth-expcast-8bit with a second, shallower
+                                                line for the underflow tail (row max at 448) */
     VCATTN_METHOD_COUNT
 } vcattn_method;
 
@@ -111,7 +113,8 @@ typedef enum vcattn_p_format {
     VCATTN_P_FORMAT_FP32 = 0,
     VCATTN_P_FORMAT_E4M3,    /* FP32 exp2, scaled to the E4M3 max (448), RNE cast */
     VCATTN_P_FORMAT_EXPCAST, /* ExpCast code straight from the score */
-    VCATTN_P_FORMAT_NVFP4    /* SageAttention3's two-level NVFP4 P */
+    VCATTN_P_FORMAT_NVFP4,   /* SageAttention3's two-level NVFP4 P */
+    VCATTN_P_FORMAT_EXPCAST_TAIL /* ExpCast with the tail line (numerics.h, vc_expcast_tail_code_biased) */
 } vcattn_p_format;
 
 /* One code path, many methods: a method is a named set of these flags. */
@@ -345,7 +348,7 @@ vcattn_status vcattn_round_bf16(const float *x, float *y, int64_t n);
  * library never prints or exits.
  *
  * Methods: VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
- * VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT (the contract is the CPU simulation's,
+ * VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT (the contract is the CPU simulation's,
  * vcattn_simulate_attention); anything else is INVALID_ARGUMENT.
  */
 

@@ -76,6 +76,11 @@ fi
 if has bench; then
     say "== bench: torch SDPA baselines"
     shapes_py=$(echo $SHAPES)
+    # SageAttention2 (prebuilt, carried in peer/; docs/benchmarks.md) when present
+    if [ -z "${VC_SAGE_PATH:-}" ] && ls peer/sageattention-*.tar.xz > /dev/null 2>&1; then
+        mkdir -p /tmp/sa && tar -xJf peer/sageattention-*.tar.xz -C /tmp/sa && VC_SAGE_PATH=/tmp/sa
+    fi
+    export PYTHONPATH=${VC_SAGE_PATH:+$VC_SAGE_PATH:}${PYTHONPATH:-}
     timeout 300 python3 tests/gpu/bench_sdpa.py $shapes_py 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
     say "== bench: vcattn"
     for s in $SHAPES; do
@@ -92,12 +97,12 @@ for line in open(sys.argv[1]):
     m = re.match(r"BENCH(\d*) (\S+)\s+(\(\S+\)) full ([\d.]+) ms .* kernel ([\d.]+) ms .* prep ([\d.]+) ms", line)
     if m:
         rows.append((m.group(2), m.group(3), float(m.group(4)), float(m.group(5)), float(m.group(6))))
-print(f"{'shape':28s} {'kernel method':24s} {'cudnn':>8s} {'flash':>8s} {'full':>8s} {'kernel':>8s} {'x cudnn(k)':>10s} {'x cudnn(f)':>10s}")
+print(f"{'shape':28s} {'kernel method':26s} {'cudnn':>8s} {'sage2':>8s} {'full':>8s} {'kernel':>8s} {'x cudnn(k)':>10s} {'x cudnn(f)':>10s} {'x sage2(f)':>10s}")
 for meth, shp, f, k, p in rows:
-    c, fl = cud.get(("cudnn", shp)), cud.get(("flash", shp))
+    c, sg = cud.get(("cudnn", shp)), cud.get(("sage2", shp))
     cs = f"{c:8.3f}" if c else "     n/a"
-    fs = f"{fl:8.3f}" if fl else "     n/a"
-    print(f"{shp:28s} {meth:24s} {cs} {fs} {f:8.3f} {k:8.3f} {(c / k if c else 0):10.2f} {(c / f if c else 0):10.2f}")
+    ss = f"{sg:8.3f}" if sg else "     n/a"
+    print(f"{shp:28s} {meth:26s} {cs} {ss} {f:8.3f} {k:8.3f} {(c / k if c else 0):10.2f} {(c / f if c else 0):10.2f} {(sg / f if sg else 0):10.2f}")
 PY
 fi
 if has kmeans; then

@@ -32,6 +32,9 @@ static const vc_method_entry k_methods[VCATTN_METHOD_COUNT] = {
     [VCATTN_METHOD_VSMOOTH_4BIT] = {"vsmooth-4bit",
         {VCATTN_QK_FORMAT_NVFP4, VCATTN_QK_GRANULARITY_BLOCK, 1, 1,
          VCATTN_V_FORMAT_NVFP4, 1, VCATTN_P_FORMAT_NVFP4, 1}},
+    [VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT] = {"vsmooth-expcast-tail-8bit",
+        {VCATTN_QK_FORMAT_INT8, VCATTN_QK_GRANULARITY_THREAD, 1, 0,
+         VCATTN_V_FORMAT_E4M3_PER_CHANNEL, 1, VCATTN_P_FORMAT_EXPCAST_TAIL, 1}},
 };
 
 const char *vcattn_method_name(vcattn_method method) {

@@ -300,6 +300,64 @@ VC_HD static inline float vc_expcast_biased_bracket(float a, float s, float m) {
     return fmaf(a, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias(vc_expcast_bias_pre(a), m));
 }
 
+/* ---- ExpCast with a tail line ------------------------------------------------
+ * ExpCast's code is linear in u, so it spends E4M3's eight subnormal codes on
+ * one octave and writes 0 for every key more than ~15 octaves below the row
+ * max.  On long, flat rows (75K keys of video attention) those keys hold
+ * ~0.5-1% of the softmax mass, all dropped the same way: a bias that does not
+ * average out and grows with the number of keys.  This variant
+ *   - puts the row max at code 126 (448) instead of 120 (256): 0.75 octave
+ *     more range (line 1: t1 = 8u + 126 + beta, the same beta and the same
+ *     0.85-code margin below the next code, 127 = NaN);
+ *   - adds a second, shallower line for the lowest codes, evaluated on the
+ *     BF16 code of line 1 (h1 = bf16(t1 + 128), one BF16x2 FMA per pair):
+ *         h2 = bf16(h1 * SLOPE + OFFSET),   code = max(h1, 128, h2) - 128.
+ *     In code units line 2 is 0.2197 t1 + 4.625: it meets line 1 at code ~6
+ *     and reaches code 0 ~2.35 octaves later, so the subnormal codes cover
+ *     ~3 octaves (line 1 alone: 1) and keys down to ~18 octaves below the max
+ *     keep a non-zero code (line 1 alone: ~15.7).
+ * How SLOPE and OFFSET were chosen (before any attention input was run with
+ * them): among BF16-representable pairs, the one whose decoded P, over keys
+ * spread uniformly in u below 13 octaves under the max, carries the exact
+ * mass (relative bias 1e-3) with the smallest mass-weighted RMS error (0.066);
+ * the scale reference is the geometric-mean ratio decoded / 2^u over the
+ * normal range.  The extra cost in the kernel: one HFMA2.BF16 and one HMNMX2
+ * per pair of scores. */
+#define VC_EXPCAST_TAIL_MAX_CODE 126
+#define VC_EXPCAST_TAIL_P_SCALE 448.0f               /* value of code 126 */
+#define VC_EXPCAST_TAIL_BIASED_CONST 253.65f         /* 126 + beta + 128 */
+#define VC_EXPCAST_TAIL_SLOPE 0.2197265625f          /* BF16 0x3E61 */
+#define VC_EXPCAST_TAIL_OFFSET 104.5f                /* BF16 0x42D1 */
+#define VC_EXPCAST_TAIL_SLOPE_BF16X2 0x3E613E61u
+#define VC_EXPCAST_TAIL_OFFSET_BF16X2 0x42D142D1u
+
+VC_HD static inline float vc_expcast_tail_bias_pre(float a) {
+    return fmaf(-a, VC_EXPCAST_INT_MAGIC, VC_EXPCAST_TAIL_BIASED_CONST);
+}
+VC_HD static inline float vc_expcast_tail_biased_bracket(float a, float s, float m) {
+    return fmaf(a, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias(vc_expcast_tail_bias_pre(a), m));
+}
+
+/* The code from the biased bracket v = t1 + 128, as the kernel computes it:
+ * the FP32 -> BF16 conversion rounds line 1 (RNE to an integer on [128, 256)),
+ * one BF16 FMA gives line 2 from that BF16 value (exact in FP32 wherever the
+ * result can reach 128, so rounding the FP32 FMA to BF16 is the single RNE of
+ * the hardware's BF16 FMA), and two BF16 maxima (which return the other
+ * operand for a NaN) take the larger line, clamped at code 0. */
+VC_HD static inline uint8_t vc_expcast_tail_code_biased(float v) {
+    const float h1 = vc_bf16_round(v);
+    const float h2 = vc_bf16_round(fmaf(h1, VC_EXPCAST_TAIL_SLOPE, VC_EXPCAST_TAIL_OFFSET));
+    float h = h1 > VC_EXPCAST_BF16_OFFSET ? h1 : VC_EXPCAST_BF16_OFFSET; /* NaN: 128 */
+    if (h2 > h) h = h2;
+    const float c = h - VC_EXPCAST_BF16_OFFSET;
+    return c > (float)VC_EXPCAST_TAIL_MAX_CODE ? (uint8_t)VC_EXPCAST_TAIL_MAX_CODE : (uint8_t)c; /* unreachable clamp */
+}
+
+/* u in log2 units (u <= 0 relative to the row max), for the facts and tests. */
+VC_HD static inline uint8_t vc_expcast_tail_code(float u) {
+    return vc_expcast_tail_code_biased(fmaf(8.0f, u, VC_EXPCAST_TAIL_BIASED_CONST));
+}
+
 /* V-Smooth mean restore on the tensor core (kernel version 5): the row sum r
  * enters an FP16 product as hi + lo, each rounded to FP16 (r <= 128 * 256 fits),
  * so hi + lo carries ~22 significant bits of r; the products with the FP16

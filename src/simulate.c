@@ -450,6 +450,17 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
                 }
                 break;
             }
+            case VCATTN_P_FORMAT_EXPCAST_TAIL: {
+                /* as EXPCAST with the row max at code 126 and the tail line
+                 * (numerics.h, vc_expcast_tail_code_biased) */
+                for (int64_t j = 0; j < nvalid; ++j) {
+                    uint8_t code = vc_expcast_tail_code_biased(
+                        vc_expcast_tail_biased_bracket(8.0f * (float)cc[j], (float)sd[j], (float)m_new));
+                    pq[j] = vc_e4m3_decode(code);
+                    lsum += R(c, exp2(R(c, tt[j] - m_new))) * VC_EXPCAST_TAIL_P_SCALE;
+                }
+                break;
+            }
             case VCATTN_P_FORMAT_E4M3:
                 for (int64_t j = 0; j < nvalid; ++j) {
                     double e = R(c, exp2(R(c, tt[j] - m_new)));
@@ -595,7 +606,7 @@ static vcattn_status check_config(const vcattn_method_config *cfg) {
     if ((unsigned)cfg->qk_format > VCATTN_QK_FORMAT_NVFP4 ||
         (unsigned)cfg->qk_granularity > VCATTN_QK_GRANULARITY_THREAD ||
         (unsigned)cfg->v_format > VCATTN_V_FORMAT_NVFP4 ||
-        (unsigned)cfg->p_format > VCATTN_P_FORMAT_NVFP4)
+        (unsigned)cfg->p_format > VCATTN_P_FORMAT_EXPCAST_TAIL)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (cfg->qk_format == VCATTN_QK_FORMAT_NVFP4 && cfg->qk_granularity != VCATTN_QK_GRANULARITY_BLOCK)
         return VCATTN_STATUS_INVALID_ARGUMENT;
@@ -634,7 +645,9 @@ vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
     c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3    ? VC_SAGE2_P_LOG2_OFFSET
                       : config->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE3_P_LOG2_OFFSET
                                                                   : 0.0f;
-    c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST ? log2(VC_EXPCAST_P_SCALE) : 0.0;
+    c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST        ? log2(VC_EXPCAST_P_SCALE)
+                      : config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ? log2(VC_EXPCAST_TAIL_P_SCALE)
+                                                                         : 0.0;
     c.tiles = (p->seq_q + VC_TILE_Q - 1) / VC_TILE_Q;
     c.sml2e = R(&c, vc_softmax_scale(p) * LOG2E);
 

@@ -34,15 +34,15 @@ done
 
 # eval on a small built-in workload: one JSON object per method
 expect_rc 0 "eval --json small workload" "$cli" eval --json --quiet --heads 1 --frames 2 --height 8 --width 16 --clusters 4
-[ "$(wc -l <"$tmp/out")" -eq 6 ] && ok "six methods, one line each" || bad "six methods, one line each"
+[ "$(wc -l <"$tmp/out")" -eq 7 ] && ok "seven methods, one line each" || bad "seven methods, one line each"
 for key in method rel_l2 cosine psnr_db value_error_share block_energy_share_sequence block_energy_share_cube block_energy_share_clustered; do
-    [ "$(grep -c "\"$key\"" "$tmp/out")" -eq 6 ] && ok "eval key $key" || bad "eval key $key"
+    [ "$(grep -c "\"$key\"" "$tmp/out")" -eq 7 ] && ok "eval key $key" || bad "eval key $key"
 done
 if command -v python3 >/dev/null && python3 -c "import json,sys" 2>/dev/null; then
     python3 - "$tmp/out" <<'PY' && ok "eval JSON parses, values sane" || bad "eval JSON parses, values sane"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-assert {r["method"] for r in rows} == {"fp8-naive", "sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "sage3-4bit", "vsmooth-4bit"}
+assert {r["method"] for r in rows} == {"fp8-naive", "sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "sage3-4bit", "vsmooth-4bit", "vsmooth-expcast-tail-8bit"}
 for r in rows:
     assert 0 < r["rel_l2"] < 0.5 and 0.9 < r["cosine"] <= 1 and r["psnr_db"] > 10, r
     assert 0 <= r["value_error_share"] <= 1, r

@@ -211,9 +211,9 @@ TEST(methods_are_accurate_and_budget_adds_up) {
     int32_t *perm = random_perm(2, 700, &rng);
     int64_t n = 2 * 300 * 128;
     float *pqv = alloc_floats(n);
-    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.08, 0.06, 0.06, 0.08, 0.35, 0.35};
+    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.08, 0.06, 0.06, 0.08, 0.35, 0.35, 0.08};
     /* unsmoothed E4M3 and NVFP4 scores carry percent-level errors of |s| ~ 3 */
-    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.5, 0.05, 0.05, 0.05, 0.5, 0.5};
+    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.5, 0.05, 0.05, 0.05, 0.5, 0.5, 0.05};
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
         vcattn_method_config cfg;
         CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);

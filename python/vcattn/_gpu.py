@@ -12,8 +12,8 @@ from . import _lib
 from ._lib import check, lib
 
 # Methods the Hopper kernel implements (include/vcattn.h).
-GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit")
-_VSMOOTH = ("vsmooth-8bit", "vsmooth-expcast-8bit")
+GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit")
+_VSMOOTH = ("vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit")
 _DTYPE_BF16, _DTYPE_FP16 = 0, 1
 
 c_i64 = ctypes.c_int64

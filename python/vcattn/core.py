@@ -20,7 +20,7 @@ __all__ = ["attention", "reference_attention", "fidelity", "expcast_facts", "met
            "method_config", "merge_attention", "DEFAULT_METHOD"]
 
 DEFAULT_METHOD = "vsmooth-expcast-8bit"
-_METHOD_COUNT = 6  # VCATTN_METHOD_COUNT; methods() asks the library and stops at the first NULL name
+_METHOD_COUNT = 7  # VCATTN_METHOD_COUNT; methods() asks the library and stops at the first NULL name
 
 _QK_FORMATS = ("fp32", "int8", "e4m3", "nvfp4")
 _QK_GRAN = ("block", "thread")

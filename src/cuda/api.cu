@@ -18,6 +18,7 @@ static int vc_mode_of(vcattn_method m) {
     case VCATTN_METHOD_SAGE2_8BIT: return VC_MODE_SAGE2;
     case VCATTN_METHOD_VSMOOTH_8BIT: return VC_MODE_VSMOOTH;
     case VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT: return VC_MODE_EXPCAST;
+    case VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT: return VC_MODE_EXPCAST_TAIL;
     default: return -1;
     }
 }

@@ -1,8 +1,12 @@
-"""bench_sdpa.py - torch SDPA baselines (cuDNN and flash backends, BF16) timed
-the way gpu_test times vcattn: median of CUDA-event timings after warm-up.
+"""bench_sdpa.py - the baselines timed the way gpu_test times vcattn (median of
+CUDA-event timings after warm-up): torch SDPA (cuDNN and flash backends, BF16)
+and, when the package imports (PYTHONPATH; ../shared/peer has a prebuilt copy),
+SageAttention2's sm90 kernel as sageattn() runs it on Hopper
+(core.sageattn_qk_int8_pv_fp8_cuda_sm90 with its defaults, full call).
 
 usage: python3 bench_sdpa.py B,H,Sq,Skv,D [B,H,Sq,Skv,D ...]
 prints one line per shape and backend:  SDPA <backend> (B,H,Sq,Skv,D) <ms> ms <TFLOP/s>
+(backend: cudnn, flash, sage2)
 """
 import sys
 
@@ -25,7 +29,18 @@ def time_ms(fn, iters):
     return ts[len(ts) // 2]
 
 
+def sage2_fn():
+    try:
+        from sageattention import core
+    except Exception:  # not installed: the line says so
+        return None
+    return lambda q, k, v: core.sageattn_qk_int8_pv_fp8_cuda_sm90(q, k, v, tensor_layout="HND")
+
+
 def main():
+    sage2 = sage2_fn()
+    if sage2 is None:
+        print("SageAttention2 not importable: sage2 not timed", flush=True)
     print(f"torch {torch.__version__} cuda {torch.version.cuda} cudnn {torch.backends.cudnn.version()} "
           f"gpu {torch.cuda.get_device_name()}", flush=True)
     for arg in sys.argv[1:]:
@@ -43,6 +58,12 @@ def main():
                 print(f"SDPA {name} ({B},{H},{Sq},{Skv},{D}) {ms:.3f} ms {flops / ms * 1e-9:.0f} TFLOP/s", flush=True)
             except Exception as ex:  # a backend that refuses the shape
                 print(f"SDPA {name} ({B},{H},{Sq},{Skv},{D}) failed: {ex}".splitlines()[0], flush=True)
+        if sage2 is not None:
+            try:
+                ms = time_ms(lambda: sage2(q, k, v), iters)
+                print(f"SDPA sage2 ({B},{H},{Sq},{Skv},{D}) {ms:.3f} ms {flops / ms * 1e-9:.0f} TFLOP/s", flush=True)
+            except Exception as ex:
+                print(f"SDPA sage2 ({B},{H},{Sq},{Skv},{D}) failed: {ex}".splitlines()[0], flush=True)
         del q, k, v
         torch.cuda.empty_cache()
 

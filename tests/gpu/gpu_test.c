@@ -323,8 +323,10 @@ static void sim_params(const shape_t *s, const inputs_t *in, float *o, float *ls
     p->lse = lse;
 }
 
-static const vcattn_method k_methods[3] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
-                                           VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT};
+static const vcattn_method k_methods[] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
+                                          VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
+                                          VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT};
+#define N_METHODS ((int)(sizeof k_methods / sizeof k_methods[0]))
 
 /* one shape, all methods: codes, output vs simulation, LSE; returns failures */
 static int check_shape(const shape_t *s, int vs_reference, double *worst) {
@@ -342,7 +344,7 @@ static int check_shape(const shape_t *s, int vs_reference, double *worst) {
         sim_params(s, &in, oref, lref, &rp);
         VK(vcattn_reference_attention(&rp));
     }
-    for (int mi = 0; mi < 3; ++mi) {
+    for (int mi = 0; mi < N_METHODS; ++mi) {
         vcattn_method m = k_methods[mi];
         vcattn_gpu_params gp;
         gpu_params(s, &in, m, &gp);
@@ -475,7 +477,7 @@ static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, i
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    for (int mi = 0; mi < 3; ++mi) {
+    for (int mi = 0; mi < N_METHODS; ++mi) {
         vcattn_gpu_params p;
         gpu_params(&s, &in, k_methods[mi], &p);
         p.lse = NULL;
@@ -547,7 +549,7 @@ static int prep_check_shape(const shape_t *s) {
     inputs_t in;
     make_inputs(s, &in);
     int fails = 0;
-    for (int mi = 0; mi < 3; ++mi) {
+    for (int mi = 0; mi < N_METHODS; ++mi) {
         vcattn_method m = k_methods[mi];
         vcattn_gpu_params gp;
         gpu_params(s, &in, m, &gp);

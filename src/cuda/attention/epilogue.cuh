@@ -41,7 +41,8 @@ __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float
                 *reinterpret_cast<__half2 *>(orow + col) = __floats2half2_rn(o0, o1);
         }
         if (a.lse && t == 0) {
-            const float bias2 = MODE == VC_MODE_EXPCAST ? 8.0f : 0.0f; /* log2(P scale) */
+            /* log2(P scale): the value of the row max's code */
+            const float bias2 = MODE == VC_MODE_EXPCAST ? 8.0f : MODE == VC_MODE_EXPCAST_TAIL ? 8.807354922f : 0.0f;
             const float lse2 = m[hh] + log2f(l[hh]) - bias2;
             a.lse[(int64_t)bh * a.Sq + row] =
                 lse2 * 0.69314718055994531f + (a.q_km ? a.q_km[(int64_t)bh * a.Sq + row] : 0.0f);

@@ -123,6 +123,9 @@ cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16
     case VC_MODE_VSMOOTH:
         return out_bf16 ? vc_attn_launch_t<VC_MODE_VSMOOTH, __nv_bfloat16>(a, maps, BH, s)
                         : vc_attn_launch_t<VC_MODE_VSMOOTH, __half>(a, maps, BH, s);
+    case VC_MODE_EXPCAST_TAIL:
+        return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST_TAIL, __nv_bfloat16>(a, maps, BH, s)
+                        : vc_attn_launch_t<VC_MODE_EXPCAST_TAIL, __half>(a, maps, BH, s);
     default:
         return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST, __nv_bfloat16>(a, maps, BH, s)
                         : vc_attn_launch_t<VC_MODE_EXPCAST, __half>(a, maps, BH, s);

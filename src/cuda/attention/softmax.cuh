@@ -9,7 +9,10 @@
  *   ExpCast: the E4M3 byte straight from the score, one FFMA per score;
  *     the FP32 -> BF16x2 conversion rounds two brackets at once (on [128, 256)
  *     BF16 has a unit in the last place of 1), one BF16x2 max clamps both at
- *     code 0 and one PRMT packs four codes. */
+ *     code 0 and one PRMT packs four codes;
+ *   ExpCast with the tail line: the same bracket (row max at code 126), and
+ *     per pair one BF16x2 FMA gives the tail line from the converted pair and
+ *     one more BF16x2 max takes the larger line. */
 #pragma once
 #include <limits.h>
 #include <math.h>
@@ -51,7 +54,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
      * integer add on the bit pattern, exact for |s| < 2^22, so no I2F on the
      * ALU pipe); the bias absorbs -8c M before the max is known
      * (numerics.h, vc_expcast_biased_bracket) */
-    const float bpre = vc_expcast_bias_pre(c8);
+    const float bpre = MODE == VC_MODE_EXPCAST_TAIL ? vc_expcast_tail_bias_pre(c8) : vc_expcast_bias_pre(c8);
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         const int mx = vc_row_max_s32<TAIL>(S, hh, t, nvalid);
@@ -59,9 +62,9 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         float tm = mx == INT_MIN ? -INFINITY : (float)mx * c;
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
-        const float m_new = MODE == VC_MODE_EXPCAST ? fmaxf(m[hh], tm) : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
+        const float m_new = VC_MODE_IS_EXPCAST(MODE) ? fmaxf(m[hh], tm) : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
         alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
-        if (MODE == VC_MODE_EXPCAST) {
+        if (VC_MODE_IS_EXPCAST(MODE)) {
             bias[hh] = vc_expcast_bias(bpre, m_new); /* one fma after the max */
         } else {
             bias[hh] = -m_new;
@@ -79,7 +82,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                 const int j0 = 4 * kk + 2 * i;
                 const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};
                 const int col[4] = {8 * j0 + 2 * t, 8 * j0 + 2 * t + 1, 8 * j0 + 8 + 2 * t, 8 * j0 + 9 + 2 * t};
-                if (MODE == VC_MODE_EXPCAST) {
+                if (VC_MODE_IS_EXPCAST(MODE)) {
                     /* v = bracket + 128 (ONE FFMA per score); the BF16x2
                      * conversion is the RNE of two brackets, the BF16x2 max
                      * with 128 the clamp at code 0, and the low byte of each
@@ -91,8 +94,13 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                         y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
                         if (TAIL && col[e] >= nvalid) y[e] = 0.0f; /* code 0 */
                     }
-                    const uint32_t h01 = max_bf16x2(cvt_bf16x2(y[0], y[1]), VC_ATT_BF16X2_128);
-                    const uint32_t h23 = max_bf16x2(cvt_bf16x2(y[2], y[3]), VC_ATT_BF16X2_128);
+                    const uint32_t b01 = cvt_bf16x2(y[0], y[1]), b23 = cvt_bf16x2(y[2], y[3]);
+                    uint32_t h01 = max_bf16x2(b01, VC_ATT_BF16X2_128), h23 = max_bf16x2(b23, VC_ATT_BF16X2_128);
+                    if (MODE == VC_MODE_EXPCAST_TAIL) {
+                        /* bit-identical to vc_expcast_tail_code_biased */
+                        h01 = max_bf16x2(h01, fma_bf16x2(b01, VC_EXPCAST_TAIL_SLOPE_BF16X2, VC_EXPCAST_TAIL_OFFSET_BF16X2));
+                        h23 = max_bf16x2(h23, fma_bf16x2(b23, VC_EXPCAST_TAIL_SLOPE_BF16X2, VC_EXPCAST_TAIL_OFFSET_BF16X2));
+                    }
                     P[kk][2 * i + hh] = prmt(h01, h23, 0x6420);
                 } else {
                     float p[4];

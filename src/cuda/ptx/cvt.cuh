@@ -1,4 +1,5 @@
-/* cvt.cuh - one-instruction conversion helpers (FP8 pack/unpack, fast exp2). */
+/* cvt.cuh - one-instruction conversion helpers (FP8 pack/unpack, fast exp2,
+ * packed BF16 max / FMA). */
 #pragma once
 #include <stdint.h>
 
@@ -48,5 +49,12 @@ __device__ __forceinline__ uint32_t cvt_f16x2(float lo, float hi) {
 __device__ __forceinline__ uint32_t max_bf16x2(uint32_t a, uint32_t b) {
     uint32_t r;
     asm("max.bf16x2 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
+/* Lane-wise a * b + c of BF16x2, one rounding (RNE) to BF16 (one HFMA2.BF16). */
+__device__ __forceinline__ uint32_t fma_bf16x2(uint32_t a, uint32_t b, uint32_t c) {
+    uint32_t r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     return r;
 }
