@@ -17,17 +17,17 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 work="${MUT_DIR:-/tmp/vcattn-mutation-$$}"
 jobs="${MUT_JOBS:-2}"
 
-# name | file | sed expression (applied with sed -E -i) | what the bug is
+# name @ file @ sed expression (applied with sed -E -i) @ what the bug is
 mutations=(
-  "ref_v_with_k_strides|src/reference.c|s/vc_row\(p->v, p->v_stride/vc_row(p->v, p->k_stride/|FP64 reference reads V with K's strides"
-  "sim_v_with_k_strides|src/simulate.c|s/vc_row\(p->v, p->v_stride, c->b, c->h, orig_token/vc_row(p->v, p->k_stride, c->b, c->h, orig_token/|simulation reads V with K's strides"
-  "ref_o_with_q_strides|src/reference.c|s/p->o \+ b \* p->o_stride\[0\] \+ h \* p->o_stride\[1\] \+ r \* p->o_stride\[2\]/p->o + b * p->q_stride[0] + h * p->q_stride[1] + r * p->q_stride[2]/|FP64 reference writes O with Q's strides"
-  "sim_o_with_q_strides|src/simulate.c|s/p->o \+ c->b \* p->o_stride\[0\] \+ c->h \* p->o_stride\[1\] \+ row \* p->o_stride\[2\]/p->o + c->b * p->q_stride[0] + c->h * p->q_stride[1] + row * p->q_stride[2]/|simulation writes O with Q's strides"
-  "sage2_q_group_pairs|src/simulate.c|s/return blk \* 32 \+ \(r \/ 16\) \* 8 \+ \(r % 8\);/return blk * 32 + (r \/ 16) * 8 + (r % 16) \/ 2;/|SageAttention2 Q groups = row pairs {2g, 2g+1} instead of {g, g+8}"
-  "sage2_q_group_stride32|src/simulate.c|s/return blk \* 32 \+ \(r \/ 16\) \* 8 \+ \(r % 8\);/return blk * 32 + (r % 32);/|SageAttention2 Q groups = rows {r, r+32} of a 64-row block"
-  "sage2_k_group_mod4|src/simulate.c|s/\(key_in_block % 8\) \/ 2/key_in_block % 4/|SageAttention2 K groups = key % 4 instead of (key % 8) / 2"
-  "kmeans_one_update_fewer|src/vsmooth_plan.c|s/if \(it == c->iterations \|\| !changed\) break;/if (it + 1 == c->iterations || !changed) break;/|k-means planner runs one Lloyd update fewer"
-  "fp16_mean_guard_removed|src/numerics.h|s/if \(mean_amax > s \* VC_FP16_MAX\) \{/if (0) {/|V-Smooth: FP16 overflow guard of the block means removed"
+  "ref_v_with_k_strides@src/reference.c@s/vc_row\(p->v, p->v_stride/vc_row(p->v, p->k_stride/@FP64 reference reads V with K's strides"
+  "sim_v_with_k_strides@src/simulate.c@s/vc_row\(p->v, p->v_stride, c->b, c->h, orig_token/vc_row(p->v, p->k_stride, c->b, c->h, orig_token/@simulation reads V with K's strides"
+  "ref_o_with_q_strides@src/reference.c@s/p->o \+ b \* p->o_stride\[0\] \+ h \* p->o_stride\[1\] \+ r \* p->o_stride\[2\]/p->o + b * p->q_stride[0] + h * p->q_stride[1] + r * p->q_stride[2]/@FP64 reference writes O with Q's strides"
+  "sim_o_with_q_strides@src/simulate.c@s/p->o \+ c->b \* p->o_stride\[0\] \+ c->h \* p->o_stride\[1\] \+ row \* p->o_stride\[2\]/p->o + c->b * p->q_stride[0] + c->h * p->q_stride[1] + row * p->q_stride[2]/@simulation writes O with Q's strides"
+  "sage2_q_group_pairs@src/simulate.c@s/return blk \* 32 \+ \(r \/ 16\) \* 8 \+ \(r % 8\);/return blk * 32 + (r \/ 16) * 8 + (r % 16) \/ 2;/@SageAttention2 Q groups = row pairs {2g, 2g+1} instead of {g, g+8}"
+  "sage2_q_group_stride32@src/simulate.c@s/return blk \* 32 \+ \(r \/ 16\) \* 8 \+ \(r % 8\);/return blk * 32 + (r % 32);/@SageAttention2 Q groups = rows {r, r+32} of a 64-row block"
+  "sage2_k_group_mod4@src/simulate.c@s/\(key_in_block % 8\) \/ 2/key_in_block % 4/@SageAttention2 K groups = key % 4 instead of (key % 8) / 2"
+  "kmeans_one_update_fewer@src/vsmooth_plan.c@s/if \(it == c->iterations \|\| !changed\) break;/if (it + 1 == c->iterations || !changed) break;/@k-means planner runs one Lloyd update fewer"
+  "fp16_mean_guard_removed@src/numerics.h@s/if \(mean_amax > s \* VC_FP16_MAX\) \{/if (0) {/@V-Smooth: FP16 overflow guard of the block means removed"
 )
 
 log() { printf '%s\n' "$*" >&2; }
@@ -46,7 +46,7 @@ log "== baseline passes"
 want=("$@")
 caught=0; missed=0; skipped=0; rows=()
 for m in "${mutations[@]}"; do
-    IFS='|' read -r name file expr what <<<"$m"
+    IFS='@' read -r name file expr what <<<"$m"
     if ((${#want[@]})); then
         hit=0; for w in "${want[@]}"; do [[ "$w" == "$name" ]] && hit=1; done
         ((hit)) || continue
