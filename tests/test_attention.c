@@ -13,6 +13,9 @@ typedef struct {
 
 static float *alloc_floats(int64_t n) { return (float *)malloc(sizeof(float) * (size_t)n); }
 
+/* VCATTN_TEST_MEASURE=1 prints the measured values the bounds were set from */
+static int measuring(void) { return getenv("VCATTN_TEST_MEASURE") != NULL; }
+
 /* Fresh random inputs; `peaked` scales Q so the softmax is far from uniform,
  * `k_offset` adds a per-channel constant to K, `v_offset` one to V. */
 static problem problem_make(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, double peaked,
@@ -116,7 +119,7 @@ TEST(reference_matches_direct_softmax) {
     problem pr = problem_make(1, 2, 5, 37, 64, 1.0, 0.5, 0.0);
     vcattn_attention_params p = params_of(&pr, pr.o, pr.lse);
     CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
-    double scale = 1.0 / sqrt(64.0), worst = 0.0;
+    double scale = 1.0 / sqrt(64.0), worst = 0.0, lse_worst = 0.0;
     for (int64_t h = 0; h < 2; ++h)
         for (int64_t i = 0; i < 5; ++i) {
             const float *q = pr.q + (h * 5 + i) * 64;
@@ -134,9 +137,13 @@ TEST(reference_matches_direct_softmax) {
                 for (int j = 0; j < 37; ++j) o += exp(s[j] - mx) / sum * pr.v[(h * 37 + j) * 64 + c];
                 worst = fmax(worst, fabs(o - pr.o[(h * 5 + i) * 64 + c]));
             }
-            CHECK_NEAR(pr.lse[h * 5 + i], mx + log(sum), 1e-5);
+            lse_worst = fmax(lse_worst, fabs(pr.lse[h * 5 + i] - (mx + log(sum))));
         }
-    CHECK(worst < 1e-6);
+    if (measuring()) printf("    M direct O %.3g LSE %.3g\n", worst, lse_worst);
+    /* measured (VCATTN_TEST_MEASURE=1, the default seed and seeds 1-30): O <= 5.9e-8
+     * (float rounding of |o| < 2), LSE <= 2.4e-7 (half a float ulp at 2..4) */
+    CHECK_MSG(worst < 1.2e-7, "O off by %g", worst);
+    CHECK_MSG(lse_worst < 5e-7, "LSE off by %g", lse_worst);
     problem_free(&pr);
 }
 
@@ -154,13 +161,19 @@ TEST(online_softmax_equals_two_pass) {
         vcattn_sim_outputs extra = {NULL, NULL, 1, o64};
         CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
         CHECK_STATUS(vcattn_simulate_attention(&sim, &k_exact, NULL, &extra), VCATTN_STATUS_SUCCESS);
-        CHECK_MSG(rel_max_diff_f64(o64, exact, n) < 1e-10, "shape %zu: FP64 O differs by %g", s,
+        if (measuring())
+            printf("    M online%zu f64 %.3g lse %.3g\n", s, rel_max_diff_f64(o64, exact, n), max_abs_diff(pr.lse, pr.lse2, pr.B * pr.H * pr.Sq));
+        /* measured (default seed, seeds 1-30): FP64 O <= 2.9e-15 relative (a few
+         * ulps of double); the LSEs were bitwise equal (one float ulp at 4..8 is
+         * 9.5e-7) */
+        CHECK_MSG(rel_max_diff_f64(o64, exact, n) < 1e-14, "shape %zu: FP64 O differs by %g", s,
                   rel_max_diff_f64(o64, exact, n));
         double worst = 0.0;
         for (int64_t i = 0; i < n; ++i)
             worst = fmax(worst, fabs((double)pr.o[i] - pr.o2[i]) / fmax(fabs((double)pr.o[i]), 1e-30));
         CHECK_MSG(worst <= 0x1.0p-23, "shape %zu: float outputs differ by %g relative", s, worst);
-        CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, pr.B * pr.H * pr.Sq) < 1e-5, "shape %zu: LSE", s);
+        CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, pr.B * pr.H * pr.Sq) < 1e-6, "shape %zu: LSE off by %g", s,
+                  max_abs_diff(pr.lse, pr.lse2, pr.B * pr.H * pr.Sq));
         free(exact);
         free(o64);
         problem_free(&pr);
@@ -181,7 +194,9 @@ TEST(vsmooth_without_quantization_is_exact) {
     vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
     vcattn_sim_outputs extra = {NULL, NULL, 1, o64};
     CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, perm, &extra), VCATTN_STATUS_SUCCESS);
-    CHECK_MSG(rel_max_diff_f64(o64, exact, n) < 1e-10, "FP64 O differs by %g", rel_max_diff_f64(o64, exact, n));
+    if (measuring()) printf("    M vsexact f64 %.3g\n", rel_max_diff_f64(o64, exact, n));
+    /* measured (default seed, seeds 1-30): <= 3.3e-15 */
+    CHECK_MSG(rel_max_diff_f64(o64, exact, n) < 1e-14, "FP64 O differs by %g", rel_max_diff_f64(o64, exact, n));
     free(exact);
     free(o64);
     free(perm);
@@ -197,8 +212,10 @@ TEST(k_smoothing_is_corrected_in_lse) {
     vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
     CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
-    CHECK(max_abs_diff(pr.o, pr.o2, 2 * 100 * 64) < 1e-5);
-    CHECK(max_abs_diff(pr.lse, pr.lse2, 2 * 100) < 1e-4);
+    if (measuring()) printf("    M ksmooth O %.3g LSE %.3g\n", max_abs_diff(pr.o, pr.o2, 2 * 100 * 64), max_abs_diff(pr.lse, pr.lse2, 2 * 100));
+    /* measured (default seed, seeds 1-30): O <= 6.0e-8 (float rounding), LSE <= 9.5e-7 */
+    CHECK_MSG(max_abs_diff(pr.o, pr.o2, 2 * 100 * 64) < 1.2e-7, "O off by %g", max_abs_diff(pr.o, pr.o2, 2 * 100 * 64));
+    CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, 2 * 100) < 2e-6, "LSE off by %g", max_abs_diff(pr.lse, pr.lse2, 2 * 100));
     problem_free(&pr);
 }
 
@@ -212,9 +229,23 @@ TEST(methods_are_accurate_and_budget_adds_up) {
     int32_t *perm = random_perm(2, 700, &rng);
     int64_t n = 2 * 300 * 128;
     float *pqv = alloc_floats(n);
-    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.08, 0.06, 0.06, 0.08, 0.35, 0.35};
+    /* Bounds from the measured ranges (VCATTN_TEST_MEASURE=1; the default seed
+     * and seeds 1-30), in method order fp8-naive, sage2-8bit, vsmooth-8bit,
+     * vsmooth-expcast-8bit, sage3-4bit, vsmooth-4bit:
+     *   rel_l2       0.019-0.024  0.0081-0.0096  0.0072-0.0086  0.0076-0.0091  0.062-0.070  0.047-0.058
+     *   |LSE error|  0.22-0.31    0.0062-0.018   0.0092-0.015   0.017-0.024    0.11-0.22    0.13-0.27
+     *   mean row TV  0.036-0.042  0.0122-0.0123  0.0121-0.0123  0.0135-0.0138  0.115-0.117  0.119-0.121
+     *   value share  0.074-0.11   0.54-0.57      0.52-0.56      0.46-0.49      0.13-0.16    0.15-0.18
+     * upper bounds ~1.6x the largest, lower bounds ~0.5x the smallest (a method
+     * that silently stops quantizing fails them too). */
+    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.04, 0.016, 0.014, 0.015, 0.11, 0.095};
+    const double min_rel_l2[VCATTN_METHOD_COUNT] = {0.009, 0.004, 0.0035, 0.0035, 0.03, 0.023};
+    const double max_tv[VCATTN_METHOD_COUNT] = {0.065, 0.019, 0.019, 0.021, 0.175, 0.18};
+    const double min_tv[VCATTN_METHOD_COUNT] = {0.018, 0.006, 0.006, 0.0068, 0.057, 0.059};
+    const double share_lo[VCATTN_METHOD_COUNT] = {0.035, 0.4, 0.38, 0.33, 0.065, 0.075};
+    const double share_hi[VCATTN_METHOD_COUNT] = {0.18, 0.75, 0.75, 0.7, 0.25, 0.28};
     /* unsmoothed E4M3 and NVFP4 scores carry percent-level errors of |s| ~ 3 */
-    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.5, 0.05, 0.05, 0.05, 0.5, 0.5};
+    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.5, 0.03, 0.025, 0.04, 0.35, 0.42};
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
         vcattn_method_config cfg;
         CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
@@ -227,15 +258,20 @@ TEST(methods_are_accurate_and_budget_adds_up) {
         CHECK_STATUS(vcattn_fidelity_compare(pr.o, pr.o2, n, &f), VCATTN_STATUS_SUCCESS);
         CHECK_STATUS(vcattn_error_budget_compute(pr.o, pr.o2, pqv, n, &eb), VCATTN_STATUS_SUCCESS);
         const char *name = vcattn_method_name((vcattn_method)m);
-        CHECK_MSG(f.rel_l2 > 1e-4 && f.rel_l2 < max_rel_l2[m], "%s: rel_l2 %g", name, f.rel_l2);
-        CHECK_MSG(eb.value_share > 0.0 && eb.value_share < 1.0, "%s: value share %g", name, eb.value_share);
+        CHECK_MSG(f.rel_l2 > min_rel_l2[m] && f.rel_l2 < max_rel_l2[m], "%s: rel_l2 %g", name, f.rel_l2);
+        CHECK_MSG(eb.value_share > share_lo[m] && eb.value_share < share_hi[m], "%s: value share %g", name,
+                  eb.value_share);
         /* both paths are real errors and together bound the total */
         CHECK_MSG(f.rel_l2 <= eb.value_rel_l2 + eb.probability_rel_l2 + 1e-6, "%s: triangle", name);
         CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, 2 * 300) < max_lse_err[m], "%s: lse off by %g", name,
                   max_abs_diff(pr.lse, pr.lse2, 2 * 300));
         double tv_mean = 0.0;
         for (int i = 0; i < 2 * 300; ++i) tv_mean += tv[i] / 600.0;
-        CHECK_MSG(tv_mean > 0.0 && tv_mean < 0.2, "%s: mean row TV %g", name, tv_mean);
+        if (measuring())
+            printf("    M method %d rel_l2 %.4g lse %.4g tv %.4g share %.4g vrel %.4g prel %.4g\n", m, f.rel_l2,
+                   max_abs_diff(pr.lse, pr.lse2, 2 * 300), tv_mean, eb.value_share, eb.value_rel_l2,
+                   eb.probability_rel_l2);
+        CHECK_MSG(tv_mean > min_tv[m] && tv_mean < max_tv[m], "%s: mean row TV %g", name, tv_mean);
     }
     free(pqv);
     free(perm);
@@ -262,13 +298,15 @@ TEST(vsmooth_reduces_value_error_on_offset_v) {
         vcattn_error_budget_compute(pr.o, pr.o2, pqv, n, &eb);
         value_err[m] = eb.value_rel_l2;
     }
-    CHECK_MSG(value_err[1] < 0.5 * value_err[0], "vsmooth value error %g vs sage2 %g", value_err[1], value_err[0]);
+    if (measuring()) printf("    M vsmooth_value ratio %.4g\n", value_err[1] / value_err[0]);
+    /* measured (default seed, seeds 1-30): ratio 0.116-0.147 */
+    CHECK_MSG(value_err[1] < 0.25 * value_err[0], "vsmooth value error %g vs sage2 %g", value_err[1], value_err[0]);
     free(pqv);
     problem_free(&pr);
 }
 
-/* ExpCast in the simulation: its output stays within a few times the exp
- * path's error (the per-row TV bound is 3.64%). */
+/* ExpCast in the simulation: its output error stays within 15% of the exp
+ * path's (the per-row TV bound is 3.64%). */
 TEST(expcast_close_to_exp_path) {
     problem pr = problem_make(1, 1, 256, 512, 128, 2.0, 1.0, 0.5);
     vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
@@ -284,7 +322,10 @@ TEST(expcast_close_to_exp_path) {
         vcattn_fidelity_compare(pr.o, pr.o2, 256 * 128, &f);
         err[m] = f.rel_l2;
     }
-    CHECK_MSG(err[1] > err[0] * 0.8 && err[1] < err[0] * 4.0, "expcast %g vs exp %g", err[1], err[0]);
+    if (measuring()) printf("    M expcast ratio %.4g\n", err[1] / err[0]);
+    /* measured (default seed, seeds 1-30): ratio 1.005-1.069; the bounds allow
+     * about twice the measured excess either way */
+    CHECK_MSG(err[1] > err[0] * 0.95 && err[1] < err[0] * 1.15, "expcast %g vs exp %g", err[1], err[0]);
     problem_free(&pr);
 }
 
