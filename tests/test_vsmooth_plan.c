@@ -576,7 +576,16 @@ TEST(block_energy_share_rejects_bad_input) {
     CHECK(share == 42.0); /* untouched by failed calls */
     v[129 * D + 1] = 0.5f;
     CHECK_STATUS(vcattn_block_energy_share(v, 1, 1, S, D, st, perm, S, &share), VCATTN_STATUS_SUCCESS);
-    CHECK(share >= 0.0 && share <= 1.0);
+    /* one full block: the first 128 permuted tokens */
+    double mu[4] = {0}, energy = 0.0, mu2 = 0.0;
+    for (int64_t i = 0; i < 128; ++i)
+        for (int64_t d = 0; d < D; ++d) {
+            double x = v[perm[i] * D + d];
+            mu[d] += x / 128.0;
+            energy += x * x;
+        }
+    for (int64_t d = 0; d < D; ++d) mu2 += mu[d] * mu[d];
+    CHECK_NEAR(share, 128.0 * mu2 / energy, 1e-12);
 }
 
 /* ---- static cube order ---------------------------------------------------------------- */
