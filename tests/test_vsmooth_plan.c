@@ -261,6 +261,9 @@ TEST(vsmooth_plan_recovers_separated_clusters) {
     double clustered = 0.0, shuffled = 1.0;
     CHECK_STATUS(vcattn_block_energy_share(v, 1, H, S, D, st, perm, S, &clustered), VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_block_energy_share(v, 1, H, S, D, st, NULL, 0, &shuffled), VCATTN_STATUS_SUCCESS);
+    if (getenv("VCATTN_TEST_MEASURE")) printf("    M clustered %.4f shuffled %.4f\n", clustered, shuffled);
+    /* measured (default seed, seeds 1-60): clustered 0.889-0.906, shuffled <= 0.155
+     * (8 centres ~ N(0, 9) against noise 1: 1/128 plus the centres' common part) */
     CHECK_MSG(clustered > 0.8, "clustered share %.3f", clustered);
     CHECK_MSG(shuffled < 0.2, "shuffled share %.3f", shuffled);
 
@@ -667,8 +670,11 @@ TEST(cube_permutation_groups_smooth_video) {
     double s_cube = 0.0, s_shuf = 1.0;
     CHECK_STATUS(vcattn_block_energy_share(v, 1, 1, S, D, st, cube, S, &s_cube), VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_block_energy_share(v, 1, 1, S, D, st, shuf, S, &s_shuf), VCATTN_STATUS_SUCCESS);
-    /* measured over 300 seeds: cube >= 0.63 (mean 0.67), shuffled <= 0.012 (~1/128) */
-    CHECK_MSG(s_cube > 0.4 && s_shuf < 0.1, "cube %.3f vs shuffled %.3f", s_cube, s_shuf);
+    /* measured over 300 seeds: cube >= 0.63 (mean 0.67), shuffled <= 0.012 (~1/128);
+     * re-measured on the fixed default seed and seeds 1-60: cube 0.634-0.702,
+     * shuffled <= 0.0111 */
+    if (getenv("VCATTN_TEST_MEASURE")) printf("    M cube %.4f shuffled %.4f\n", s_cube, s_shuf);
+    CHECK_MSG(s_cube > 0.55 && s_shuf < 0.025, "cube %.3f vs shuffled %.3f", s_cube, s_shuf);
     free(v);
     free(cube);
     free(shuf);
