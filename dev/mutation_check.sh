@@ -28,14 +28,22 @@ mutations=(
   "sage2_k_group_mod4@src/simulate.c@s/\(key_in_block % 8\) \/ 2/key_in_block % 4/@SageAttention2 K groups = key % 4 instead of (key % 8) / 2"
   "kmeans_one_update_fewer@src/vsmooth_plan.c@s/if \(it == c->iterations \|\| !changed\) break;/if (it + 1 == c->iterations || !changed) break;/@k-means planner runs one Lloyd update fewer"
   "fp16_mean_guard_removed@src/numerics.h@s/if \(mean_amax > s \* VC_FP16_MAX\) \{/if (0) {/@V-Smooth: FP16 overflow guard of the block means removed"
+  "npy_f64_byte_order@src/npy.c@s/for \(int k = 7; k >= 0; --k\) u = \(u << 8\) \| b\[k\];/for (int k = 0; k < 8; ++k) u = (u << 8) | b[k];/@.npy float64 decoded with the bytes reversed"
+  "npy_f64_range_check_removed@src/npy.c@s/if \(isfinite\(x\) && !isfinite\(y\)\) \{/if (0) {/@.npy float64 beyond float32 silently becomes Inf"
+  "npy_fortran_reason_wrong@src/npy.c@s/return npy_fail\(e, VCATTN_NPY_FORTRAN_ORDER,/return npy_fail(e, VCATTN_NPY_BAD_HEADER,/@.npy Fortran order reported as a malformed header"
+  "npy_truncation_reason_wrong@src/npy.c@s/return npy_fail\(e, VCATTN_NPY_TRUNCATED,/return npy_fail(e, VCATTN_NPY_BAD_HEADER,/@.npy short data reported as a malformed header"
 )
 
 log() { printf '%s\n' "$*" >&2; }
 
 rm -rf "$work"
 mkdir -p "$work/src"
-(cd "$root" && git ls-files -z --cached --others --exclude-standard | \
-    xargs -0 -I{} cp --parents -P {} "$work/src/" 2>/dev/null) || true
+if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+    (cd "$root" && git ls-files -z --cached --others --exclude-standard | \
+        xargs -0 -I{} cp --parents -P {} "$work/src/" 2>/dev/null) || true
+else # a plain tree (e.g. `git archive` of an older commit)
+    cp -a "$root/." "$work/src/"
+fi
 cd "$work/src" || exit 2
 log "== tree copied to $work/src; building (Release, -DVCATTN_CUDA=OFF)"
 cmake -S . -B ../build -DCMAKE_BUILD_TYPE=Release -DVCATTN_CUDA=OFF >/dev/null || exit 2
@@ -66,12 +74,12 @@ for m in "${mutations[@]}"; do
     fi
     mv "$file.orig" "$file"
     touch "$file"
-    rows+=("$(printf '%-26s %-16s %s' "$name" "$file" "$result")")
+    rows+=("$(printf '%-28s %-18s %s' "$name" "$file" "$result")")
     log "   $name: $result"
 done
 cmake --build ../build -j "$jobs" >/dev/null 2>&1
 
-printf '\n%-26s %-16s %s\n' "mutation" "file" "result"
+printf '\n%-28s %-18s %s\n' "mutation" "file" "result"
 for r in "${rows[@]}"; do printf '%s\n' "$r"; done
 printf '\ncaught %d, missed %d, not applied %d (logs in %s)\n' "$caught" "$missed" "$skipped" "$work"
 [[ "${MUT_KEEP:-0}" == 1 ]] || [[ $missed -gt 0 ]] || rm -rf "$work/build"
