@@ -229,15 +229,16 @@ TEST(methods_are_accurate_and_budget_adds_up) {
     int32_t *perm = random_perm(2, 700, &rng);
     int64_t n = 2 * 300 * 128;
     float *pqv = alloc_floats(n);
-    /* Bounds from the measured ranges (VCATTN_TEST_MEASURE=1; the default seed
-     * and seeds 1-30), in method order fp8-naive, sage2-8bit, vsmooth-8bit,
-     * vsmooth-expcast-8bit, sage3-4bit, vsmooth-4bit:
-     *   rel_l2       0.019-0.024  0.0081-0.0096  0.0072-0.0086  0.0076-0.0091  0.062-0.070  0.047-0.058
-     *   |LSE error|  0.22-0.31    0.0062-0.018   0.0092-0.015   0.017-0.024    0.11-0.22    0.13-0.27
-     *   mean row TV  0.036-0.042  0.0122-0.0123  0.0121-0.0123  0.0135-0.0138  0.115-0.117  0.119-0.121
-     *   value share  0.074-0.11   0.54-0.57      0.52-0.56      0.46-0.49      0.13-0.16    0.15-0.18
-     * upper bounds ~1.6x the largest, lower bounds ~0.5x the smallest (a method
-     * that silently stops quantizing fails them too). */
+    /* Bounds from the measured ranges (VCATTN_TEST_MEASURE=1; seeds 1-200), in
+     * method order fp8-naive, sage2-8bit, vsmooth-8bit, vsmooth-expcast-8bit,
+     * sage3-4bit, vsmooth-4bit:
+     *   rel_l2       0.018-0.027  0.0076-0.0099  0.0066-0.0091  0.0070-0.0097  0.059-0.072  0.044-0.061
+     *   max |dLSE|   0.20-0.42    0.0062-0.025   0.0088-0.021   0.017-0.026    0.094-0.38   0.13-0.37
+     *   mean row TV  0.035-0.044  0.0121-0.0123  0.0121-0.0123  0.0135-0.0138  0.115-0.118  0.118-0.121
+     *   value share  0.070-0.11   0.53-0.58      0.52-0.57      0.45-0.51      0.13-0.16    0.15-0.19
+     * (the max LSE error over 600 rows has a long tail: 0.44 for vsmooth-4bit on
+     * seed 203).  Upper bounds ~1.5x the largest, lower bounds ~0.5x the smallest
+     * (a method that silently stops quantizing fails them too). */
     const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.04, 0.016, 0.014, 0.015, 0.11, 0.095};
     const double min_rel_l2[VCATTN_METHOD_COUNT] = {0.009, 0.004, 0.0035, 0.0035, 0.03, 0.023};
     const double max_tv[VCATTN_METHOD_COUNT] = {0.065, 0.019, 0.019, 0.021, 0.175, 0.18};
@@ -245,7 +246,7 @@ TEST(methods_are_accurate_and_budget_adds_up) {
     const double share_lo[VCATTN_METHOD_COUNT] = {0.035, 0.4, 0.38, 0.33, 0.065, 0.075};
     const double share_hi[VCATTN_METHOD_COUNT] = {0.18, 0.75, 0.75, 0.7, 0.25, 0.28};
     /* unsmoothed E4M3 and NVFP4 scores carry percent-level errors of |s| ~ 3 */
-    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.5, 0.03, 0.025, 0.04, 0.35, 0.42};
+    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.65, 0.04, 0.035, 0.04, 0.6, 0.6};
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
         vcattn_method_config cfg;
         CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
@@ -693,10 +694,11 @@ TEST(sage2_per_thread_groups_match_the_kernel_layout) {
     }
     for (int64_t i = 0; i < B * H * Sq; ++i)
         lse_worst = fmax(lse_worst, fabs(pr.lse2[i] - model_lse[i]) / fmax(1.0, fabs(model_lse[i])));
-    /* measured (VCATTN_TEST_MEASURE=1, seeds 1-40 and the default): O <= 1.35e-5
-     * relative to max |O| (1.2e-6 on the default seed), LSE <= 1.9e-6 relative */
+    /* measured (VCATTN_TEST_MEASURE=1, seeds 1-200 and the default): O <= 1.35e-5
+     * relative to max |O| (1.2e-6 on the default seed), LSE <= 7.1e-6 relative
+     * (3.9e-7 on the default seed): FP32 rounding of scores up to ~100 */
     CHECK_MSG(worst / peak < 2.5e-5, "O vs the group model: %g relative", worst / peak);
-    CHECK_MSG(lse_worst < 4e-6, "LSE vs the group model: %g relative", lse_worst);
+    CHECK_MSG(lse_worst < 1.2e-5, "LSE vs the group model: %g relative", lse_worst);
 
     /* the input is sensitive: sage2's own quantization error here is >= 0.27
      * of max |O| (measured), far above the model's FP32 rounding */
