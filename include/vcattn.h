@@ -302,9 +302,48 @@ const char *vcattn_workload_preset_name(int index);
 vcattn_status vcattn_workload_generate(const vcattn_workload_params *p, float *q, float *k,
                                        float *v);
 
-/* .npy input: float32, float16 or bfloat16 (stored as uint16, '<u2'),
- * C order, 4-D (B, H, S, D).  *data is malloc'ed; free it with vcattn_free. */
+/* .npy input: float32, float16, bfloat16 (stored as uint16, '<u2', or as
+ * ml_dtypes writes it, '<V2') or float64 (numpy's default dtype: converted
+ * to float32 with round-to-nearest; NaN and Inf stay NaN and Inf, a finite
+ * value beyond float32's range is refused), little-endian, C order, 4-D
+ * (B, H, S, D).  *data is malloc'ed (NULL after any failure); free it with
+ * vcattn_free. */
 vcattn_status vcattn_npy_load(const char *path, float **data, int64_t shape[4]);
+
+/* Why a load failed: each reason has one status (in brackets). */
+typedef enum vcattn_npy_reason {
+    VCATTN_NPY_OK = 0,
+    VCATTN_NPY_NULL_ARGUMENT,        /* [NULL_POINTER] path, data or shape is NULL */
+    VCATTN_NPY_OPEN_FAILED,          /* [IO_ERROR] missing, unreadable, or a directory */
+    VCATTN_NPY_READ_FAILED,          /* [IO_ERROR] a read error (not end of file) */
+    VCATTN_NPY_NOT_NPY,              /* [BAD_FILE_FORMAT] no "\x93NUMPY" magic */
+    VCATTN_NPY_UNSUPPORTED_VERSION,  /* [BAD_FILE_FORMAT] format version not 1, 2 or 3 */
+    VCATTN_NPY_BAD_HEADER,           /* [BAD_FILE_FORMAT] header length or dict malformed */
+    VCATTN_NPY_UNSUPPORTED_DTYPE,    /* [BAD_FILE_FORMAT] e.g. int16, complex, structured */
+    VCATTN_NPY_BIG_ENDIAN,           /* [BAD_FILE_FORMAT] '>f4', '>f2', '>u2', '>f8' */
+    VCATTN_NPY_FORTRAN_ORDER,        /* [BAD_FILE_FORMAT] fortran_order: True */
+    VCATTN_NPY_WRONG_RANK,           /* [BAD_FILE_FORMAT] not 4-D */
+    VCATTN_NPY_ZERO_DIMENSION,       /* [BAD_SHAPE] a dimension is 0 */
+    VCATTN_NPY_TOO_LARGE,            /* [SIZE_OVERFLOW] the element count overflows */
+    VCATTN_NPY_TRUNCATED,            /* [BAD_FILE_FORMAT] fewer bytes than the header needs */
+    VCATTN_NPY_FLOAT64_OUT_OF_RANGE, /* [BAD_FILE_FORMAT] a finite float64 beyond float32 */
+    VCATTN_NPY_OUT_OF_MEMORY,        /* [OUT_OF_MEMORY] */
+    VCATTN_NPY_REASON_COUNT
+} vcattn_npy_reason;
+
+typedef struct vcattn_npy_error {
+    vcattn_npy_reason reason;
+    /* One line naming the cause with the file's own details (the dtype, the
+     * shape, the byte counts) and the fix; "" on success.  No trailing newline. */
+    char message[320];
+} vcattn_npy_error;
+
+/* vcattn_npy_load, telling why it failed: `error` (may be NULL) is filled on
+ * every return. */
+vcattn_status vcattn_npy_load_ex(const char *path, float **data, int64_t shape[4],
+                                 vcattn_npy_error *error);
+/* A static sentence for the reason, with the usual fix (never NULL). */
+const char *vcattn_npy_reason_string(vcattn_npy_reason reason);
 /* Writes a float32 C-order .npy of any rank <= 8. */
 vcattn_status vcattn_npy_save_f32(const char *path, const float *data, int ndim,
                                   const int64_t *shape);

@@ -14,6 +14,7 @@
  * host's byte order.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@
 #define NPY_MAX_DIMS 64           /* NumPy's own limit */
 #define NPY_CHUNK 65536           /* elements per read of 16-bit data */
 
-typedef enum { NPY_F32, NPY_F16, NPY_BF16 } npy_dtype;
+typedef enum { NPY_F32, NPY_F16, NPY_BF16, NPY_F64 } npy_dtype;
 
 static int npy_host_is_little(void) {
     const uint32_t one = 1;
@@ -53,6 +54,8 @@ typedef struct {
     int ndim;                     /* dims parsed; only the first 8 are kept */
     int64_t shape[8];
     int overflow;                 /* an integer did not fit int64 */
+    int structured;               /* descr is a list: a structured dtype */
+    const char *why;              /* what is malformed, when parsing fails */
 } npy_header;
 
 static void npy_skip_ws(npy_cursor *c) {
@@ -147,115 +150,260 @@ static int npy_skip_value(npy_cursor *c) {
     return npy_tuple(c, &scratch);
 }
 
+static int npy_bad(npy_header *h, const char *why) {
+    h->why = why;
+    return 0;
+}
+
 static int npy_parse_header(const char *text, size_t len, npy_header *h) {
     npy_cursor c = {text, text + len};
     memset(h, 0, sizeof *h);
-    if (!npy_accept(&c, '{')) return 0;
+    if (!npy_accept(&c, '{')) return npy_bad(h, "it does not start with '{'");
     for (;;) {
         if (npy_accept(&c, '}')) break;
         char key[32];
         int trunc;
-        if (!npy_string(&c, key, sizeof key, &trunc)) return 0;
-        if (!npy_accept(&c, ':')) return 0;
+        if (!npy_string(&c, key, sizeof key, &trunc)) return npy_bad(h, "a key is not a quoted string");
+        if (!npy_accept(&c, ':')) return npy_bad(h, "a key is not followed by ':'");
         if (!trunc && strcmp(key, "descr") == 0) {
-            if (h->have_descr) return 0;
-            /* a list descr (structured dtype) fails here, as it should */
-            if (!npy_string(&c, h->descr, sizeof h->descr, &trunc) || trunc) return 0;
+            if (h->have_descr) return npy_bad(h, "'descr' appears twice");
+            npy_skip_ws(&c);
+            if (c.p < c.end && *c.p == '[') { /* a list descr: a structured dtype */
+                h->structured = 1;
+                return npy_bad(h, "'descr' is a list (a structured dtype)");
+            }
+            if (!npy_string(&c, h->descr, sizeof h->descr, &trunc)) return npy_bad(h, "'descr' is not a string");
+            if (trunc) return npy_bad(h, "'descr' is too long for a dtype");
             h->have_descr = 1;
         } else if (!trunc && strcmp(key, "fortran_order") == 0) {
-            if (h->have_fortran) return 0;
+            if (h->have_fortran) return npy_bad(h, "'fortran_order' appears twice");
             if (npy_accept_word(&c, "True")) h->fortran_order = 1;
             else if (npy_accept_word(&c, "False")) h->fortran_order = 0;
-            else return 0;
+            else return npy_bad(h, "'fortran_order' is not True or False");
             h->have_fortran = 1;
         } else if (!trunc && strcmp(key, "shape") == 0) {
-            if (h->have_shape) return 0;
-            if (!npy_tuple(&c, h)) return 0;
+            if (h->have_shape) return npy_bad(h, "'shape' appears twice");
+            if (!npy_tuple(&c, h)) return npy_bad(h, "'shape' is not a tuple of integers");
             h->have_shape = 1;
         } else if (!npy_skip_value(&c)) {
-            return 0;
+            return npy_bad(h, "a value is not a string, True/False/None, an integer or a tuple");
         }
         if (npy_accept(&c, '}')) break;
-        if (!npy_accept(&c, ',')) return 0;
+        if (!npy_accept(&c, ',')) return npy_bad(h, "entries are not separated by ','");
     }
     npy_skip_ws(&c);
     while (c.p < c.end && *c.p == '\0') ++c.p; /* tolerate NUL padding */
-    return c.p == c.end && h->have_descr && h->have_fortran && h->have_shape;
+    if (c.p != c.end) return npy_bad(h, "text follows the closing '}'");
+    if (!h->have_descr) return npy_bad(h, "the key 'descr' is missing");
+    if (!h->have_fortran) return npy_bad(h, "the key 'fortran_order' is missing");
+    if (!h->have_shape) return npy_bad(h, "the key 'shape' is missing");
+    return 1;
 }
 
+/* 1: supported (little-endian); 0: unsupported; -1: a supported type in
+ * big-endian byte order. */
 static int npy_dtype_from_descr(const char *d, npy_dtype *t, int *itemsize) {
     if (strcmp(d, "<f4") == 0) { *t = NPY_F32; *itemsize = 4; return 1; }
     if (strcmp(d, "<f2") == 0) { *t = NPY_F16; *itemsize = 2; return 1; }
+    if (strcmp(d, "<f8") == 0) { *t = NPY_F64; *itemsize = 8; return 1; }
     if (strcmp(d, "<u2") == 0 || strcmp(d, "<V2") == 0 || strcmp(d, "|V2") == 0) {
         *t = NPY_BF16;
         *itemsize = 2;
         return 1;
     }
-    return 0; /* big-endian ('>'), other types and sizes */
+    if (d[0] == '>' && (strcmp(d + 1, "f4") == 0 || strcmp(d + 1, "f2") == 0 ||
+                        strcmp(d + 1, "f8") == 0 || strcmp(d + 1, "u2") == 0 ||
+                        strcmp(d + 1, "V2") == 0))
+        return -1;
+    return 0; /* other types and sizes */
+}
+
+/* ---- errors --------------------------------------------------------------------- */
+
+static vcattn_status npy_status_of(vcattn_npy_reason r) {
+    switch (r) {
+    case VCATTN_NPY_OK: return VCATTN_STATUS_SUCCESS;
+    case VCATTN_NPY_NULL_ARGUMENT: return VCATTN_STATUS_NULL_POINTER;
+    case VCATTN_NPY_OPEN_FAILED:
+    case VCATTN_NPY_READ_FAILED: return VCATTN_STATUS_IO_ERROR;
+    case VCATTN_NPY_ZERO_DIMENSION: return VCATTN_STATUS_BAD_SHAPE;
+    case VCATTN_NPY_TOO_LARGE: return VCATTN_STATUS_SIZE_OVERFLOW;
+    case VCATTN_NPY_OUT_OF_MEMORY: return VCATTN_STATUS_OUT_OF_MEMORY;
+    default: return VCATTN_STATUS_BAD_FILE_FORMAT;
+    }
+}
+
+const char *vcattn_npy_reason_string(vcattn_npy_reason reason) {
+    switch (reason) {
+    case VCATTN_NPY_OK: return "success";
+    case VCATTN_NPY_NULL_ARGUMENT: return "a required pointer (path, data or shape) is NULL";
+    case VCATTN_NPY_OPEN_FAILED: return "the file could not be opened (missing, unreadable, or a directory)";
+    case VCATTN_NPY_READ_FAILED: return "reading the file failed";
+    case VCATTN_NPY_NOT_NPY: return "not a .npy file (no \\x93NUMPY magic): write it with numpy.save";
+    case VCATTN_NPY_UNSUPPORTED_VERSION: return "unsupported .npy format version (1.0, 2.0 and 3.0 are read)";
+    case VCATTN_NPY_BAD_HEADER: return "malformed .npy header: write the file with numpy.save";
+    case VCATTN_NPY_UNSUPPORTED_DTYPE:
+        return "unsupported dtype: save float32, float16, bfloat16 or float64 (e.g. x.astype(np.float32))";
+    case VCATTN_NPY_BIG_ENDIAN: return "big-endian data: save little-endian, e.g. x.astype('<f4')";
+    case VCATTN_NPY_FORTRAN_ORDER:
+        return "the array is in Fortran order: save a C-order copy, np.save(path, np.ascontiguousarray(x))";
+    case VCATTN_NPY_WRONG_RANK: return "the array is not 4-D: reshape it to (B, H, S, D) before saving";
+    case VCATTN_NPY_ZERO_DIMENSION: return "the array has a dimension of size 0";
+    case VCATTN_NPY_TOO_LARGE: return "the array's element count overflows";
+    case VCATTN_NPY_TRUNCATED: return "the file is shorter than its header says (truncated: an interrupted save?)";
+    case VCATTN_NPY_FLOAT64_OUT_OF_RANGE:
+        return "a finite float64 value is beyond float32's range (|x| > 3.4e38): rescale the data";
+    case VCATTN_NPY_OUT_OF_MEMORY: return "out of memory";
+    case VCATTN_NPY_REASON_COUNT: break;
+    }
+    return "unknown reason";
+}
+
+/* Records the reason (and a formatted message, when there is an error
+ * struct) and returns the reason's status. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static vcattn_status npy_fail(vcattn_npy_error *e, vcattn_npy_reason r, const char *fmt, ...) {
+    if (e) {
+        e->reason = r;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(e->message, sizeof e->message, fmt, ap);
+        va_end(ap);
+    }
+    return npy_status_of(r);
+}
+
+/* "(2, 3, 4)" for the messages; at most the 8 dims the header kept */
+static void npy_shape_text(const npy_header *h, char *buf, size_t cap) {
+    size_t n = 0;
+    n += (size_t)snprintf(buf, cap, "(");
+    for (int i = 0; i < h->ndim && i < 8 && n < cap; ++i)
+        n += (size_t)snprintf(buf + n, cap - n, i + 1 < h->ndim ? "%lld, " : "%lld", (long long)h->shape[i]);
+    if (n < cap && h->ndim > 8) n += (size_t)snprintf(buf + n, cap - n, "...");
+    if (n < cap) snprintf(buf + n, cap - n, h->ndim == 1 ? ",)" : ")");
 }
 
 /* ---- load ------------------------------------------------------------------------ */
 
-/* fread that tells a short file (BAD_FILE_FORMAT) from a read error (IO_ERROR). */
-static vcattn_status npy_read(FILE *f, void *dst, size_t bytes) {
-    if (bytes == 0) return VCATTN_STATUS_SUCCESS;
-    if (fread(dst, 1, bytes, f) == bytes) return VCATTN_STATUS_SUCCESS;
-    return ferror(f) ? VCATTN_STATUS_IO_ERROR : VCATTN_STATUS_BAD_FILE_FORMAT;
+/* fread of exactly `bytes`; *got = bytes read.  Short: TRUNCATED; a read
+ * error: READ_FAILED. */
+static vcattn_npy_reason npy_read(FILE *f, void *dst, size_t bytes, size_t *got) {
+    size_t n = bytes ? fread(dst, 1, bytes, f) : 0;
+    if (got) *got = n;
+    if (n == bytes) return VCATTN_NPY_OK;
+    return ferror(f) ? VCATTN_NPY_READ_FAILED : VCATTN_NPY_TRUNCATED;
 }
 
-static vcattn_status npy_load_file(FILE *f, float **data, int64_t shape[4]) {
+static vcattn_status npy_load_file(FILE *f, const char *path, float **data, int64_t shape[4],
+                                   vcattn_npy_error *e) {
     uint8_t pre[12];
-    vcattn_status st = npy_read(f, pre, 10);
-    if (st != VCATTN_STATUS_SUCCESS) return st;
-    if (memcmp(pre, NPY_MAGIC, NPY_MAGIC_LEN) != 0) return VCATTN_STATUS_BAD_FILE_FORMAT;
+    size_t got = 0;
+    vcattn_npy_reason r = npy_read(f, pre, 10, &got);
+    if (r == VCATTN_NPY_READ_FAILED) return npy_fail(e, r, "%s: read error in the preamble", path);
+    /* a short file that is not even a prefix of the magic is not .npy at all */
+    if (memcmp(pre, NPY_MAGIC, got < NPY_MAGIC_LEN ? got : NPY_MAGIC_LEN) != 0 || got == 0)
+        return got == 0 ? npy_fail(e, VCATTN_NPY_NOT_NPY, "%s: the file is empty, not a .npy file", path)
+                        : npy_fail(e, VCATTN_NPY_NOT_NPY,
+                                   "%s: not a .npy file (it does not start with \\x93NUMPY); write it with numpy.save",
+                                   path);
+    if (r != VCATTN_NPY_OK)
+        return npy_fail(e, r, "%s: truncated: the file ends after %zu bytes, inside the 10-byte preamble", path, got);
     uint32_t hlen;
     if (pre[6] == 1) {
         hlen = (uint32_t)pre[8] | ((uint32_t)pre[9] << 8);
     } else if (pre[6] == 2 || pre[6] == 3) { /* 3.0: same layout, UTF-8 header */
-        st = npy_read(f, pre + 10, 2);
-        if (st != VCATTN_STATUS_SUCCESS) return st;
+        r = npy_read(f, pre + 10, 2, NULL);
+        if (r != VCATTN_NPY_OK)
+            return npy_fail(e, r, "%s: %s in the 12-byte preamble of format version %d", path,
+                            r == VCATTN_NPY_TRUNCATED ? "the file ends" : "read error", pre[6]);
         hlen = (uint32_t)pre[8] | ((uint32_t)pre[9] << 8) | ((uint32_t)pre[10] << 16) |
                ((uint32_t)pre[11] << 24);
     } else {
-        return VCATTN_STATUS_BAD_FILE_FORMAT;
+        return npy_fail(e, VCATTN_NPY_UNSUPPORTED_VERSION,
+                        "%s: .npy format version %d.%d is not supported (1.0, 2.0 and 3.0 are read)", path,
+                        pre[6], pre[7]);
     }
-    if (hlen == 0 || hlen > NPY_MAX_HEADER) return VCATTN_STATUS_BAD_FILE_FORMAT;
+    if (hlen == 0 || hlen > NPY_MAX_HEADER)
+        return npy_fail(e, VCATTN_NPY_BAD_HEADER, "%s: malformed header: its length %lu is %s", path,
+                        (unsigned long)hlen, hlen == 0 ? "zero" : "beyond 1 MiB");
 
     char *text = (char *)malloc(hlen);
-    if (!text) return VCATTN_STATUS_OUT_OF_MEMORY;
-    st = npy_read(f, text, hlen);
+    if (!text) return npy_fail(e, VCATTN_NPY_OUT_OF_MEMORY, "%s: out of memory for the header", path);
+    r = npy_read(f, text, hlen, &got);
     npy_header h;
-    int parsed = st == VCATTN_STATUS_SUCCESS && npy_parse_header(text, hlen, &h);
+    int parsed = r == VCATTN_NPY_OK && npy_parse_header(text, hlen, &h);
     free(text);
-    if (st != VCATTN_STATUS_SUCCESS) return st;
-    if (!parsed) return VCATTN_STATUS_BAD_FILE_FORMAT;
+    if (r == VCATTN_NPY_TRUNCATED)
+        return npy_fail(e, r, "%s: truncated: the file ends %zu bytes into a %lu-byte header", path, got,
+                        (unsigned long)hlen);
+    if (r != VCATTN_NPY_OK) return npy_fail(e, r, "%s: read error in the header", path);
+    if (!parsed && h.structured)
+        return npy_fail(e, VCATTN_NPY_UNSUPPORTED_DTYPE,
+                        "%s: a structured dtype is not supported; save a plain float32 array", path);
+    if (!parsed)
+        return npy_fail(e, VCATTN_NPY_BAD_HEADER, "%s: malformed header: %s; write the file with numpy.save",
+                        path, h.why ? h.why : "it cannot be parsed");
 
     npy_dtype dtype;
     int itemsize;
-    if (!npy_dtype_from_descr(h.descr, &dtype, &itemsize)) return VCATTN_STATUS_BAD_FILE_FORMAT;
-    if (h.fortran_order || h.ndim != 4) return VCATTN_STATUS_BAD_FILE_FORMAT;
-    if (h.overflow) return VCATTN_STATUS_SIZE_OVERFLOW;
+    char dims[200];
+    npy_shape_text(&h, dims, sizeof dims);
+    int known = npy_dtype_from_descr(h.descr, &dtype, &itemsize);
+    if (known < 0)
+        return npy_fail(e, VCATTN_NPY_BIG_ENDIAN,
+                        "%s: dtype '%s' is big-endian; save little-endian data, e.g. x.astype('<%s')", path,
+                        h.descr, h.descr + 1);
+    if (known == 0)
+        return npy_fail(e, VCATTN_NPY_UNSUPPORTED_DTYPE,
+                        "%s: dtype '%s' is not supported; save float32, float16, bfloat16 or float64, "
+                        "e.g. x.astype(np.float32)", path, h.descr);
+    if (h.ndim != 4)
+        return npy_fail(e, VCATTN_NPY_WRONG_RANK,
+                        "%s: shape %s has %d dimension%s; a 4-D (batch, heads, seq, head_dim) array is needed: "
+                        "reshape it before saving (e.g. x[None] adds a batch axis)", path, dims, h.ndim,
+                        h.ndim == 1 ? "" : "s");
+    if (h.fortran_order)
+        return npy_fail(e, VCATTN_NPY_FORTRAN_ORDER,
+                        "%s: the array is stored in Fortran order (fortran_order: True); save a C-order copy: "
+                        "np.save(path, np.ascontiguousarray(x))", path);
+    if (h.overflow)
+        return npy_fail(e, VCATTN_NPY_TOO_LARGE, "%s: a dimension of shape %s does not fit in 64 bits", path,
+                        dims);
     for (int i = 0; i < 4; ++i)
-        if (h.shape[i] < 0) return VCATTN_STATUS_BAD_FILE_FORMAT;
+        if (h.shape[i] < 0)
+            return npy_fail(e, VCATTN_NPY_BAD_HEADER, "%s: malformed header: shape %s has a negative dimension",
+                            path, dims);
     int64_t count;
-    st = vc_count4(h.shape[0], h.shape[1], h.shape[2], h.shape[3], sizeof(float), &count);
-    if (st != VCATTN_STATUS_SUCCESS) return st; /* a zero dim: BAD_SHAPE */
+    vcattn_status st = vc_count4(h.shape[0], h.shape[1], h.shape[2], h.shape[3], sizeof(float), &count);
+    if (st == VCATTN_STATUS_BAD_SHAPE)
+        return npy_fail(e, VCATTN_NPY_ZERO_DIMENSION, "%s: shape %s has a dimension of size 0", path, dims);
+    if (st != VCATTN_STATUS_SUCCESS || (uint64_t)count > (uint64_t)INT64_MAX / (uint64_t)itemsize)
+        return npy_fail(e, VCATTN_NPY_TOO_LARGE, "%s: shape %s has too many elements to index", path, dims);
+    const uint64_t need = (uint64_t)count * (uint64_t)itemsize;
 
     /* A short file is found before allocating, so a header that claims
      * terabytes costs nothing (when the stream can seek; else fread finds it). */
     long here = ftell(f);
     if (here >= 0 && fseek(f, 0, SEEK_END) == 0) {
         long end = ftell(f);
-        if (fseek(f, here, SEEK_SET) != 0) return VCATTN_STATUS_IO_ERROR;
-        if (end >= here && (uint64_t)(end - here) / (uint64_t)itemsize < (uint64_t)count)
-            return VCATTN_STATUS_BAD_FILE_FORMAT;
+        if (fseek(f, here, SEEK_SET) != 0) return npy_fail(e, VCATTN_NPY_READ_FAILED, "%s: seek failed", path);
+        if (end >= here && (uint64_t)(end - here) < need)
+            return npy_fail(e, VCATTN_NPY_TRUNCATED,
+                            "%s: truncated: dtype '%s' and shape %s need %llu data bytes, the file holds %llu "
+                            "(an interrupted save?)", path, h.descr, dims, (unsigned long long)need,
+                            (unsigned long long)(end - here));
     }
 
     float *out = (float *)malloc(sizeof(float) * (size_t)count);
-    if (!out) return VCATTN_STATUS_OUT_OF_MEMORY;
+    if (!out) return npy_fail(e, VCATTN_NPY_OUT_OF_MEMORY, "%s: out of memory for %lld floats", path, (long long)count);
+    int64_t done = 0; /* elements decoded */
+    r = VCATTN_NPY_OK;
     if (dtype == NPY_F32) {
-        st = npy_read(f, out, sizeof(float) * (size_t)count);
-        if (st == VCATTN_STATUS_SUCCESS && !npy_host_is_little()) {
+        r = npy_read(f, out, sizeof(float) * (size_t)count, &got);
+        done = (int64_t)(got / sizeof(float));
+        if (r == VCATTN_NPY_OK && !npy_host_is_little()) {
             uint8_t *b = (uint8_t *)out;
             for (int64_t i = 0; i < count; ++i, b += 4) {
                 uint8_t t0 = b[0], t1 = b[1];
@@ -266,36 +414,72 @@ static vcattn_status npy_load_file(FILE *f, float **data, int64_t shape[4]) {
             }
         }
     } else {
-        uint8_t *chunk = (uint8_t *)malloc(2 * NPY_CHUNK);
-        if (!chunk) st = VCATTN_STATUS_OUT_OF_MEMORY;
-        for (int64_t i = 0; st == VCATTN_STATUS_SUCCESS && i < count; i += NPY_CHUNK) {
+        uint8_t *chunk = (uint8_t *)malloc((size_t)itemsize * NPY_CHUNK);
+        if (!chunk) r = VCATTN_NPY_OUT_OF_MEMORY;
+        for (int64_t i = 0; r == VCATTN_NPY_OK && i < count; i += NPY_CHUNK) {
             int64_t n = count - i < NPY_CHUNK ? count - i : NPY_CHUNK;
-            st = npy_read(f, chunk, 2 * (size_t)n);
-            for (int64_t j = 0; st == VCATTN_STATUS_SUCCESS && j < n; ++j) {
-                uint16_t u = (uint16_t)(chunk[2 * j] | (chunk[2 * j + 1] << 8));
-                out[i + j] = dtype == NPY_F16 ? vc_fp16_to_f32(u) : vc_bf16_to_f32(u);
+            r = npy_read(f, chunk, (size_t)itemsize * (size_t)n, &got);
+            if (r != VCATTN_NPY_OK) {
+                done = i + (int64_t)(got / (size_t)itemsize);
+                break;
+            }
+            for (int64_t j = 0; j < n; ++j) {
+                const uint8_t *b = chunk + (size_t)itemsize * (size_t)j;
+                if (dtype == NPY_F64) {
+                    uint64_t u = 0;
+                    for (int k = 7; k >= 0; --k) u = (u << 8) | b[k];
+                    double x;
+                    memcpy(&x, &u, sizeof x);
+                    float y = (float)x; /* round to nearest; NaN and Inf stay */
+                    if (isfinite(x) && !isfinite(y)) {
+                        free(chunk);
+                        free(out);
+                        return npy_fail(e, VCATTN_NPY_FLOAT64_OUT_OF_RANGE,
+                                        "%s: float64 element %lld is %g, beyond float32's range (|x| <= 3.4e38): "
+                                        "rescale the data", path, (long long)(i + j), x);
+                    }
+                    out[i + j] = y;
+                } else {
+                    uint16_t u = (uint16_t)(b[0] | (b[1] << 8));
+                    out[i + j] = dtype == NPY_F16 ? vc_fp16_to_f32(u) : vc_bf16_to_f32(u);
+                }
             }
         }
         free(chunk);
     }
-    if (st != VCATTN_STATUS_SUCCESS) {
+    if (r != VCATTN_NPY_OK) {
         free(out);
-        return st;
+        if (r == VCATTN_NPY_TRUNCATED)
+            return npy_fail(e, r, "%s: truncated: the data ends after %lld of %lld elements (an interrupted save?)",
+                            path, (long long)done, (long long)count);
+        if (r == VCATTN_NPY_OUT_OF_MEMORY) return npy_fail(e, r, "%s: out of memory", path);
+        return npy_fail(e, r, "%s: read error in the data", path);
     }
     /* Bytes after the data are ignored, as np.load does. */
     *data = out;
     for (int i = 0; i < 4; ++i) shape[i] = h.shape[i];
-    return VCATTN_STATUS_SUCCESS;
+    return npy_fail(e, VCATTN_NPY_OK, "%s", "");
+}
+
+vcattn_status vcattn_npy_load_ex(const char *path, float **data, int64_t shape[4],
+                                 vcattn_npy_error *error) {
+    if (error) {
+        error->reason = VCATTN_NPY_OK;
+        error->message[0] = '\0';
+    }
+    if (data) *data = NULL;
+    if (!path || !data || !shape)
+        return npy_fail(error, VCATTN_NPY_NULL_ARGUMENT, "vcattn_npy_load: %s is NULL",
+                        !path ? "path" : !data ? "data" : "shape");
+    FILE *f = fopen(path, "rb");
+    if (!f) return npy_fail(error, VCATTN_NPY_OPEN_FAILED, "%s: cannot open the file (missing or unreadable?)", path);
+    vcattn_status st = npy_load_file(f, path, data, shape, error);
+    fclose(f);
+    return st;
 }
 
 vcattn_status vcattn_npy_load(const char *path, float **data, int64_t shape[4]) {
-    if (!path || !data || !shape) return VCATTN_STATUS_NULL_POINTER;
-    *data = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return VCATTN_STATUS_IO_ERROR;
-    vcattn_status st = npy_load_file(f, data, shape);
-    fclose(f);
-    return st;
+    return vcattn_npy_load_ex(path, data, shape, NULL);
 }
 
 /* ---- save -------------------------------------------------------------------------- */

@@ -13,7 +13,7 @@ const char *vcattn_status_string(vcattn_status status) {
     case VCATTN_STATUS_INVALID_ARGUMENT: return "invalid argument";
     case VCATTN_STATUS_OUT_OF_MEMORY: return "out of memory";
     case VCATTN_STATUS_IO_ERROR: return "file could not be opened, read or written";
-    case VCATTN_STATUS_BAD_FILE_FORMAT: return "unsupported or malformed .npy file";
+    case VCATTN_STATUS_BAD_FILE_FORMAT: return "unsupported or malformed .npy file (vcattn_npy_load_ex says why)";
     case VCATTN_STATUS_UNSUPPORTED_DEVICE: return "no supported CUDA device (needs sm_90, Hopper)";
     case VCATTN_STATUS_CUDA_ERROR: return "a CUDA call failed";
     case VCATTN_STATUS_NOT_BUILT: return "this build of vcattn has no CUDA support";

@@ -10,7 +10,8 @@
 typedef void (*test_fn)(void);
 void test_register(const char *name, test_fn fn);
 void test_fail(const char *file, int line, const char *fmt, ...);
-/* A fresh seed per run (printed, and settable with VCATTN_TEST_SEED). */
+/* The next seed of the running test: a fixed stream per (base seed, test
+ * name); the base seed is fixed, VCATTN_TEST_SEED overrides it (test_main.c). */
 uint64_t test_seed(void);
 
 #define TEST(name)                                                                     \

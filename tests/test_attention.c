@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "numerics.h"
 #include "test.h"
 #include "vcattn.h"
 
@@ -11,6 +12,9 @@ typedef struct {
 } problem;
 
 static float *alloc_floats(int64_t n) { return (float *)malloc(sizeof(float) * (size_t)n); }
+
+/* VCATTN_TEST_MEASURE=1 prints the measured values the bounds were set from */
+static int measuring(void) { return getenv("VCATTN_TEST_MEASURE") != NULL; }
 
 /* Fresh random inputs; `peaked` scales Q so the softmax is far from uniform,
  * `k_offset` adds a per-channel constant to K, `v_offset` one to V. */
@@ -115,7 +119,7 @@ TEST(reference_matches_direct_softmax) {
     problem pr = problem_make(1, 2, 5, 37, 64, 1.0, 0.5, 0.0);
     vcattn_attention_params p = params_of(&pr, pr.o, pr.lse);
     CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
-    double scale = 1.0 / sqrt(64.0), worst = 0.0;
+    double scale = 1.0 / sqrt(64.0), worst = 0.0, lse_worst = 0.0;
     for (int64_t h = 0; h < 2; ++h)
         for (int64_t i = 0; i < 5; ++i) {
             const float *q = pr.q + (h * 5 + i) * 64;
@@ -133,9 +137,13 @@ TEST(reference_matches_direct_softmax) {
                 for (int j = 0; j < 37; ++j) o += exp(s[j] - mx) / sum * pr.v[(h * 37 + j) * 64 + c];
                 worst = fmax(worst, fabs(o - pr.o[(h * 5 + i) * 64 + c]));
             }
-            CHECK_NEAR(pr.lse[h * 5 + i], mx + log(sum), 1e-5);
+            lse_worst = fmax(lse_worst, fabs(pr.lse[h * 5 + i] - (mx + log(sum))));
         }
-    CHECK(worst < 1e-6);
+    if (measuring()) printf("    M direct O %.3g LSE %.3g\n", worst, lse_worst);
+    /* measured (VCATTN_TEST_MEASURE=1, the default seed and seeds 1-30): O <= 5.9e-8
+     * (float rounding of |o| < 2), LSE <= 2.4e-7 (half a float ulp at 2..4) */
+    CHECK_MSG(worst < 1.2e-7, "O off by %g", worst);
+    CHECK_MSG(lse_worst < 5e-7, "LSE off by %g", lse_worst);
     problem_free(&pr);
 }
 
@@ -153,13 +161,19 @@ TEST(online_softmax_equals_two_pass) {
         vcattn_sim_outputs extra = {NULL, NULL, 1, o64};
         CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
         CHECK_STATUS(vcattn_simulate_attention(&sim, &k_exact, NULL, &extra), VCATTN_STATUS_SUCCESS);
-        CHECK_MSG(rel_max_diff_f64(o64, exact, n) < 1e-10, "shape %zu: FP64 O differs by %g", s,
+        if (measuring())
+            printf("    M online%zu f64 %.3g lse %.3g\n", s, rel_max_diff_f64(o64, exact, n), max_abs_diff(pr.lse, pr.lse2, pr.B * pr.H * pr.Sq));
+        /* measured (default seed, seeds 1-30): FP64 O <= 2.9e-15 relative (a few
+         * ulps of double); the LSEs were bitwise equal (one float ulp at 4..8 is
+         * 9.5e-7) */
+        CHECK_MSG(rel_max_diff_f64(o64, exact, n) < 1e-14, "shape %zu: FP64 O differs by %g", s,
                   rel_max_diff_f64(o64, exact, n));
         double worst = 0.0;
         for (int64_t i = 0; i < n; ++i)
             worst = fmax(worst, fabs((double)pr.o[i] - pr.o2[i]) / fmax(fabs((double)pr.o[i]), 1e-30));
         CHECK_MSG(worst <= 0x1.0p-23, "shape %zu: float outputs differ by %g relative", s, worst);
-        CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, pr.B * pr.H * pr.Sq) < 1e-5, "shape %zu: LSE", s);
+        CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, pr.B * pr.H * pr.Sq) < 1e-6, "shape %zu: LSE off by %g", s,
+                  max_abs_diff(pr.lse, pr.lse2, pr.B * pr.H * pr.Sq));
         free(exact);
         free(o64);
         problem_free(&pr);
@@ -180,7 +194,9 @@ TEST(vsmooth_without_quantization_is_exact) {
     vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
     vcattn_sim_outputs extra = {NULL, NULL, 1, o64};
     CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, perm, &extra), VCATTN_STATUS_SUCCESS);
-    CHECK_MSG(rel_max_diff_f64(o64, exact, n) < 1e-10, "FP64 O differs by %g", rel_max_diff_f64(o64, exact, n));
+    if (measuring()) printf("    M vsexact f64 %.3g\n", rel_max_diff_f64(o64, exact, n));
+    /* measured (default seed, seeds 1-30): <= 3.3e-15 */
+    CHECK_MSG(rel_max_diff_f64(o64, exact, n) < 1e-14, "FP64 O differs by %g", rel_max_diff_f64(o64, exact, n));
     free(exact);
     free(o64);
     free(perm);
@@ -196,8 +212,10 @@ TEST(k_smoothing_is_corrected_in_lse) {
     vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
     CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
-    CHECK(max_abs_diff(pr.o, pr.o2, 2 * 100 * 64) < 1e-5);
-    CHECK(max_abs_diff(pr.lse, pr.lse2, 2 * 100) < 1e-4);
+    if (measuring()) printf("    M ksmooth O %.3g LSE %.3g\n", max_abs_diff(pr.o, pr.o2, 2 * 100 * 64), max_abs_diff(pr.lse, pr.lse2, 2 * 100));
+    /* measured (default seed, seeds 1-30): O <= 6.0e-8 (float rounding), LSE <= 9.5e-7 */
+    CHECK_MSG(max_abs_diff(pr.o, pr.o2, 2 * 100 * 64) < 1.2e-7, "O off by %g", max_abs_diff(pr.o, pr.o2, 2 * 100 * 64));
+    CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, 2 * 100) < 2e-6, "LSE off by %g", max_abs_diff(pr.lse, pr.lse2, 2 * 100));
     problem_free(&pr);
 }
 
@@ -211,9 +229,27 @@ TEST(methods_are_accurate_and_budget_adds_up) {
     int32_t *perm = random_perm(2, 700, &rng);
     int64_t n = 2 * 300 * 128;
     float *pqv = alloc_floats(n);
-    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.08, 0.06, 0.06, 0.08, 0.35, 0.35, 0.08};
+    /* Bounds from the measured ranges (VCATTN_TEST_MEASURE=1; seeds 1-200), in
+     * method order fp8-naive, sage2-8bit, vsmooth-8bit, vsmooth-expcast-8bit,
+     * sage3-4bit, vsmooth-4bit (vsmooth-expcast-tail-8bit: see below):
+     *   rel_l2       0.018-0.027  0.0076-0.0099  0.0066-0.0091  0.0070-0.0097  0.059-0.072  0.044-0.061
+     *   max |dLSE|   0.20-0.42    0.0062-0.025   0.0088-0.021   0.017-0.026    0.094-0.38   0.13-0.37
+     *   mean row TV  0.035-0.044  0.0121-0.0123  0.0121-0.0123  0.0135-0.0138  0.115-0.118  0.118-0.121
+     *   value share  0.070-0.11   0.53-0.58      0.52-0.57      0.45-0.51      0.13-0.16    0.15-0.19
+     * (the max LSE error over 600 rows has a long tail: 0.44 for vsmooth-4bit on
+     * seed 203).  Upper bounds ~1.5x the largest, lower bounds ~0.5x the smallest
+     * (a method that silently stops quantizing fails them too).
+     * vsmooth-expcast-tail-8bit (seeds 1-40): rel_l2 0.0077-0.0104, max |dLSE|
+     * <= 0.042 (its LSE takes the row max code's value, 448, as the P scale,
+     * ~3% above the line's mean scale), row TV 0.0143-0.0145, share 0.38-0.42. */
+    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.04, 0.016, 0.014, 0.015, 0.11, 0.095, 0.016};
+    const double min_rel_l2[VCATTN_METHOD_COUNT] = {0.009, 0.004, 0.0035, 0.0035, 0.03, 0.023, 0.0038};
+    const double max_tv[VCATTN_METHOD_COUNT] = {0.065, 0.019, 0.019, 0.021, 0.175, 0.18, 0.022};
+    const double min_tv[VCATTN_METHOD_COUNT] = {0.018, 0.006, 0.006, 0.0068, 0.057, 0.059, 0.0071};
+    const double share_lo[VCATTN_METHOD_COUNT] = {0.035, 0.4, 0.38, 0.33, 0.065, 0.075, 0.19};
+    const double share_hi[VCATTN_METHOD_COUNT] = {0.18, 0.75, 0.75, 0.7, 0.25, 0.28, 0.65};
     /* unsmoothed E4M3 and NVFP4 scores carry percent-level errors of |s| ~ 3 */
-    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.5, 0.05, 0.05, 0.05, 0.5, 0.5, 0.05};
+    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.65, 0.04, 0.035, 0.04, 0.6, 0.6, 0.065};
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
         vcattn_method_config cfg;
         CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
@@ -226,15 +262,20 @@ TEST(methods_are_accurate_and_budget_adds_up) {
         CHECK_STATUS(vcattn_fidelity_compare(pr.o, pr.o2, n, &f), VCATTN_STATUS_SUCCESS);
         CHECK_STATUS(vcattn_error_budget_compute(pr.o, pr.o2, pqv, n, &eb), VCATTN_STATUS_SUCCESS);
         const char *name = vcattn_method_name((vcattn_method)m);
-        CHECK_MSG(f.rel_l2 > 1e-4 && f.rel_l2 < max_rel_l2[m], "%s: rel_l2 %g", name, f.rel_l2);
-        CHECK_MSG(eb.value_share > 0.0 && eb.value_share < 1.0, "%s: value share %g", name, eb.value_share);
+        CHECK_MSG(f.rel_l2 > min_rel_l2[m] && f.rel_l2 < max_rel_l2[m], "%s: rel_l2 %g", name, f.rel_l2);
+        CHECK_MSG(eb.value_share > share_lo[m] && eb.value_share < share_hi[m], "%s: value share %g", name,
+                  eb.value_share);
         /* both paths are real errors and together bound the total */
         CHECK_MSG(f.rel_l2 <= eb.value_rel_l2 + eb.probability_rel_l2 + 1e-6, "%s: triangle", name);
         CHECK_MSG(max_abs_diff(pr.lse, pr.lse2, 2 * 300) < max_lse_err[m], "%s: lse off by %g", name,
                   max_abs_diff(pr.lse, pr.lse2, 2 * 300));
         double tv_mean = 0.0;
         for (int i = 0; i < 2 * 300; ++i) tv_mean += tv[i] / 600.0;
-        CHECK_MSG(tv_mean > 0.0 && tv_mean < 0.2, "%s: mean row TV %g", name, tv_mean);
+        if (measuring())
+            printf("    M method %d rel_l2 %.4g lse %.4g tv %.4g share %.4g vrel %.4g prel %.4g\n", m, f.rel_l2,
+                   max_abs_diff(pr.lse, pr.lse2, 2 * 300), tv_mean, eb.value_share, eb.value_rel_l2,
+                   eb.probability_rel_l2);
+        CHECK_MSG(tv_mean > min_tv[m] && tv_mean < max_tv[m], "%s: mean row TV %g", name, tv_mean);
     }
     free(pqv);
     free(perm);
@@ -261,13 +302,15 @@ TEST(vsmooth_reduces_value_error_on_offset_v) {
         vcattn_error_budget_compute(pr.o, pr.o2, pqv, n, &eb);
         value_err[m] = eb.value_rel_l2;
     }
-    CHECK_MSG(value_err[1] < 0.5 * value_err[0], "vsmooth value error %g vs sage2 %g", value_err[1], value_err[0]);
+    if (measuring()) printf("    M vsmooth_value ratio %.4g\n", value_err[1] / value_err[0]);
+    /* measured (default seed, seeds 1-30): ratio 0.116-0.147 */
+    CHECK_MSG(value_err[1] < 0.25 * value_err[0], "vsmooth value error %g vs sage2 %g", value_err[1], value_err[0]);
     free(pqv);
     problem_free(&pr);
 }
 
-/* ExpCast in the simulation: its output stays within a few times the exp
- * path's error (the per-row TV bound is 3.64%). */
+/* ExpCast in the simulation: its output error stays within 15% of the exp
+ * path's (the per-row TV bound is 3.64%). */
 TEST(expcast_close_to_exp_path) {
     problem pr = problem_make(1, 1, 256, 512, 128, 2.0, 1.0, 0.5);
     vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
@@ -283,7 +326,10 @@ TEST(expcast_close_to_exp_path) {
         vcattn_fidelity_compare(pr.o, pr.o2, 256 * 128, &f);
         err[m] = f.rel_l2;
     }
-    CHECK_MSG(err[1] > err[0] * 0.8 && err[1] < err[0] * 4.0, "expcast %g vs exp %g", err[1], err[0]);
+    if (measuring()) printf("    M expcast ratio %.4g\n", err[1] / err[0]);
+    /* measured (default seed, seeds 1-30): ratio 1.005-1.069; the bounds allow
+     * about twice the measured excess either way */
+    CHECK_MSG(err[1] > err[0] * 0.95 && err[1] < err[0] * 1.15, "expcast %g vs exp %g", err[1], err[0]);
     problem_free(&pr);
 }
 
@@ -394,4 +440,330 @@ TEST(fidelity_metrics_hand_computed) {
     vcattn_error_budget eb;
     CHECK_STATUS(vcattn_error_budget_compute(ref, out, pqv, 4, &eb), VCATTN_STATUS_SUCCESS);
     CHECK_NEAR(eb.value_share, 0.5, 1e-12); /* 0.5^2 each way */
+}
+
+/* ---- layouts: Q, K, V and O each in its own layout ------------------------------------ */
+
+/* A strided view of a (B, H, S, D) tensor: strides (batch, head, seq) and the
+ * buffer it lives in. */
+typedef struct {
+    int64_t st[3];
+    int64_t extent; /* elements the view spans */
+} view_layout;
+
+static view_layout layout_of(int kind, int64_t B, int64_t H, int64_t S, int64_t D) {
+    view_layout l;
+    switch (kind) {
+    case 0: /* (B, S, H, D) */
+        l.st[0] = S * H * D; l.st[1] = D; l.st[2] = H * D;
+        break;
+    case 1: /* (B, H, S, D) with rows padded to D + 8 */
+        l.st[2] = D + 8; l.st[1] = S * (D + 8); l.st[0] = H * S * (D + 8);
+        break;
+    case 2: /* (B, S, H, D) with every token padded by 24 elements */
+        l.st[2] = H * D + 24; l.st[1] = D; l.st[0] = S * (H * D + 24);
+        break;
+    default: /* (H, B, S, D): batch inside head */
+        l.st[2] = D; l.st[0] = S * D; l.st[1] = B * S * D;
+        break;
+    }
+    l.extent = (B - 1) * l.st[0] + (H - 1) * l.st[1] + (S - 1) * l.st[2] + D;
+    return l;
+}
+
+/* Copies contiguous (B, H, S, D) `src` into `dst` laid out as `l`. */
+static void scatter_view(float *dst, const view_layout *l, const float *src, int64_t B, int64_t H,
+                         int64_t S, int64_t D) {
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t s = 0; s < S; ++s)
+                memcpy(dst + b * l->st[0] + h * l->st[1] + s * l->st[2], src + ((b * H + h) * S + s) * D,
+                       sizeof(float) * (size_t)D);
+}
+
+/* The reference and the simulation read Q, K and V, and write O, each through
+ * its own strides: four different layouts (one per tensor, rotated over four
+ * runs so every tensor sees every layout) give bit for bit the output and LSE
+ * of the contiguous run, and leave O's padding alone.  All buffers are as
+ * large as the largest layout and their padding holds other random numbers,
+ * so reading one tensor with another's strides stays in bounds and gives a
+ * different answer. */
+TEST(mixed_layouts_match_contiguous) {
+    const int64_t B = 2, H = 3, Sq = 70, Skv = 200, D = 64;
+    problem pr = problem_make(B, H, Sq, Skv, D, 1.5, 1.0, 2.0);
+    test_rng rng = {test_seed()};
+    int32_t *perm = random_perm(B * H, Skv, &rng);
+    const int64_t nq = B * H * Sq * D;
+    int64_t cap = 0;
+    for (int kind = 0; kind < 4; ++kind) {
+        view_layout a = layout_of(kind, B, H, Skv, D);
+        if (a.extent > cap) cap = a.extent;
+    }
+    float *buf[4];
+    for (int x = 0; x < 4; ++x) buf[x] = alloc_floats(cap);
+    float *lse_c = alloc_floats(B * H * Sq), *lse_s = alloc_floats(B * H * Sq);
+    float *o_c = alloc_floats(nq), *o_s = alloc_floats(nq);
+    const float sentinel = -12345.5f;
+
+    /* the exact reference, the exact simulation and three quantized recipes */
+    vcattn_method_config cfgs[4];
+    cfgs[0] = k_exact;
+    vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfgs[1]);
+    vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, &cfgs[2]);
+    vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_4BIT, &cfgs[3]);
+    for (int run = -1; run < 4; ++run) { /* run -1: the reference */
+        vcattn_attention_params c = params_of(&pr, o_c, lse_c);
+        if (run < 0) CHECK_STATUS(vcattn_reference_attention(&c), VCATTN_STATUS_SUCCESS);
+        else CHECK_STATUS(vcattn_simulate_attention(&c, &cfgs[run], perm, NULL), VCATTN_STATUS_SUCCESS);
+        for (int rot = 0; rot < 4; ++rot) {
+            vcattn_attention_params p = c;
+            const float *src[3] = {pr.q, pr.k, pr.v};
+            const int64_t seqs[4] = {Sq, Skv, Skv, Sq};
+            int64_t *strides[4] = {p.q_stride, p.k_stride, p.v_stride, p.o_stride};
+            view_layout l[4];
+            for (int x = 0; x < 4; ++x) {
+                l[x] = layout_of((x + rot) % 4, B, H, seqs[x], D);
+                memcpy(strides[x], l[x].st, sizeof l[x].st);
+                if (x < 3) {
+                    for (int64_t i = 0; i < cap; ++i) buf[x][i] = (float)(3.0 * test_rng_normal(&rng));
+                    scatter_view(buf[x], &l[x], src[x], B, H, seqs[x], D);
+                } else {
+                    for (int64_t i = 0; i < cap; ++i) buf[x][i] = sentinel;
+                }
+            }
+            p.q = buf[0]; p.k = buf[1]; p.v = buf[2]; p.o = buf[3];
+            p.lse = lse_s;
+            if (run < 0) CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+            else CHECK_STATUS(vcattn_simulate_attention(&p, &cfgs[run], perm, NULL), VCATTN_STATUS_SUCCESS);
+            /* gather O back to contiguous; count writes outside O's rows */
+            int64_t touched = 0;
+            for (int64_t i = 0; i < cap; ++i) touched += buf[3][i] != sentinel;
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t h = 0; h < H; ++h)
+                    for (int64_t s = 0; s < Sq; ++s)
+                        memcpy(o_s + ((b * H + h) * Sq + s) * D, buf[3] + b * l[3].st[0] + h * l[3].st[1] + s * l[3].st[2],
+                               sizeof(float) * (size_t)D);
+            const char *what = run < 0 ? "reference" : run == 0 ? "exact simulation" : "quantized simulation";
+            CHECK_MSG(memcmp(o_c, o_s, sizeof(float) * (size_t)nq) == 0, "%s %d, rotation %d: O differs by %g",
+                      what, run, rot, max_abs_diff(o_c, o_s, nq));
+            CHECK_MSG(memcmp(lse_c, lse_s, sizeof(float) * (size_t)(B * H * Sq)) == 0,
+                      "%s %d, rotation %d: LSE differs", what, run, rot);
+            CHECK_MSG(touched == nq, "%s %d, rotation %d: %lld elements of O's buffer written, want %lld",
+                      what, run, rot, (long long)touched, (long long)nq);
+        }
+    }
+    for (int x = 0; x < 4; ++x) free(buf[x]);
+    free(lse_c); free(lse_s); free(o_c); free(o_s); free(perm);
+    problem_free(&pr);
+}
+
+/* ---- SageAttention2's INT8 "per_thread" scale groups ---------------------------------- */
+
+/* The groups, written out from SageAttention2's sm90 kernel (wgmma m64 layout):
+ * in each 64-row block of a 128-row Q tile, warp w (0..3) and lane quad g
+ * (lane / 4, 0..7) hold rows 16w + g and 16w + g + 8: one Q scale for those
+ * two rows, group id blk*32 + w*8 + g.  In each 128-key block, thread t of a
+ * quad (lane % 4) holds accumulator columns 8j + 2t and 8j + 2t + 1 (j =
+ * 0..15): one K scale for those 32 keys, group id t. */
+static void sage2_q_groups(int64_t group_of_row[128]) {
+    for (int i = 0; i < 128; ++i) group_of_row[i] = -1;
+    for (int blk = 0; blk < 2; ++blk)
+        for (int w = 0; w < 4; ++w)
+            for (int g = 0; g < 8; ++g) {
+                group_of_row[64 * blk + 16 * w + g] = blk * 32 + w * 8 + g;
+                group_of_row[64 * blk + 16 * w + g + 8] = blk * 32 + w * 8 + g;
+            }
+}
+
+static void sage2_k_groups(int64_t group_of_key[128]) {
+    for (int t = 0; t < 4; ++t)
+        for (int j = 0; j < 16; ++j) group_of_key[8 * j + 2 * t] = group_of_key[8 * j + 2 * t + 1] = t;
+}
+
+/* An independent model of sage2-8bit's Q K^T with V and P left in FP32:
+ * K smoothed by its channel mean, INT8 codes and scales per group (above),
+ * exact softmax of the dequantized scores in FP64.  o: (B,H,Sq,D). */
+static void sage2_qk_model(const problem *pr, double *o, double *lse) {
+    const int64_t D = pr->D, Sq = pr->Sq, Skv = pr->Skv;
+    const int64_t nblk = (Skv + 127) / 128;
+    int64_t qg[128], kg[128];
+    sage2_q_groups(qg);
+    sage2_k_groups(kg);
+    float *kc = (float *)calloc((size_t)(nblk * 128 * D), sizeof(float));
+    float *ks = (float *)calloc((size_t)(nblk * 128), sizeof(float));
+    float *qc = (float *)malloc(sizeof(float) * (size_t)(128 * D));
+    float qs[128];
+    double *t = (double *)malloc(sizeof(double) * (size_t)Skv);
+    const double scale = 1.0 / sqrt((double)D);
+    for (int64_t bh = 0; bh < pr->B * pr->H; ++bh) {
+        const float *k = pr->k + bh * Skv * D, *v = pr->v + bh * Skv * D, *q = pr->q + bh * Sq * D;
+        double kmean[128];
+        for (int64_t d = 0; d < D; ++d) {
+            double s = 0.0;
+            for (int64_t j = 0; j < Skv; ++j) s += k[j * D + d];
+            kmean[d] = (double)(float)(s / (double)Skv);
+        }
+        memset(kc, 0, sizeof(float) * (size_t)(nblk * 128 * D));
+        for (int64_t kb = 0; kb < nblk; ++kb)
+            for (int grp = 0; grp < 4; ++grp) {
+                float amax = 0.0f;
+                for (int64_t jj = 0; jj < 128; ++jj) {
+                    int64_t j = kb * 128 + jj;
+                    if (kg[jj] != grp || j >= Skv) continue;
+                    for (int64_t d = 0; d < D; ++d) amax = fmaxf(amax, fabsf((float)(k[j * D + d] - kmean[d])));
+                }
+                float sc = vc_int8_sage_scale(amax);
+                for (int64_t jj = 0; jj < 128; ++jj) {
+                    int64_t j = kb * 128 + jj;
+                    if (kg[jj] != grp || j >= Skv) continue;
+                    ks[j] = sc;
+                    for (int64_t d = 0; d < D; ++d)
+                        kc[j * D + d] = (float)vc_int8_sage_quantize((float)(k[j * D + d] - kmean[d]), sc);
+                }
+            }
+        for (int64_t q0 = 0; q0 < Sq; q0 += 128) {
+            for (int g = 0; g < 64; ++g) {
+                float amax = 0.0f;
+                for (int64_t i = 0; i < 128; ++i)
+                    if (qg[i] == g && q0 + i < Sq)
+                        for (int64_t d = 0; d < D; ++d) amax = fmaxf(amax, fabsf(q[(q0 + i) * D + d]));
+                float sc = vc_int8_sage_scale(amax);
+                for (int64_t i = 0; i < 128; ++i)
+                    if (qg[i] == g) {
+                        qs[i] = sc;
+                        for (int64_t d = 0; d < D; ++d)
+                            qc[i * D + d] = q0 + i < Sq ? (float)vc_int8_sage_quantize(q[(q0 + i) * D + d], sc) : 0.0f;
+                    }
+            }
+            for (int64_t i = 0; i < 128 && q0 + i < Sq; ++i) {
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t j = 0; j < Skv; ++j) {
+                    double dot = 0.0;
+                    for (int64_t d = 0; d < D; ++d) dot += (double)qc[i * D + d] * kc[j * D + d];
+                    t[j] = dot * qs[i] * ks[j] * scale;
+                    mx = fmax(mx, t[j]);
+                }
+                for (int64_t j = 0; j < Skv; ++j) sum += (t[j] = exp(t[j] - mx));
+                double *out = o + (bh * Sq + q0 + i) * D;
+                for (int64_t d = 0; d < D; ++d) out[d] = 0.0;
+                for (int64_t j = 0; j < Skv; ++j)
+                    for (int64_t d = 0; d < D; ++d) out[d] += t[j] / sum * v[j * D + d];
+                double qk = 0.0;
+                for (int64_t d = 0; d < D; ++d) qk += (double)q[(q0 + i) * D + d] * kmean[d];
+                lse[bh * Sq + q0 + i] = mx + log(sum) + qk * scale;
+            }
+        }
+    }
+    free(kc); free(ks); free(qc); free(t);
+}
+
+/* sage2-8bit's Q and K quantization (with V and P in FP32, so only the
+ * scale groups and the codes matter) equals the model above to FP32
+ * rounding.  Every Q and K row gets its own magnitude (log-normal, factors of
+ * ~20 between rows of one group), so a row quantized with a scale taken from
+ * the wrong rows loses most of its bits.  (On ordinary inputs a wrong group
+ * map moves the output by only ~2e-2 against FP64, inside every accuracy
+ * bound; here the wrong maps of dev/mutation_check.sh miss the model by
+ * >= 0.1.) */
+TEST(sage2_per_thread_groups_match_the_kernel_layout) {
+    const int64_t B = 1, H = 2, Sq = 300, Skv = 333, D = 64;
+    problem pr = problem_make(B, H, Sq, Skv, D, 1.0, 1.0, 0.5);
+    test_rng rng = {test_seed()};
+    for (int64_t r = 0; r < B * H * Sq; ++r) {
+        float f = (float)exp(1.5 * test_rng_normal(&rng));
+        for (int64_t d = 0; d < D; ++d) pr.q[r * D + d] *= f;
+    }
+    for (int64_t r = 0; r < B * H * Skv; ++r) {
+        float f = (float)exp(1.0 * test_rng_normal(&rng));
+        for (int64_t d = 0; d < D; ++d) pr.k[r * D + d] *= f;
+    }
+    const int64_t n = B * H * Sq * D;
+    double *model = (double *)malloc(sizeof(double) * (size_t)n);
+    double *model_lse = (double *)malloc(sizeof(double) * (size_t)(B * H * Sq));
+    sage2_qk_model(&pr, model, model_lse);
+    vcattn_method_config cfg;
+    vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfg);
+    CHECK(cfg.qk_format == VCATTN_QK_FORMAT_INT8 && cfg.qk_granularity == VCATTN_QK_GRANULARITY_THREAD &&
+          cfg.smooth_k && !cfg.smooth_q);
+    cfg.v_format = VCATTN_V_FORMAT_FP32;
+    cfg.p_format = VCATTN_P_FORMAT_FP32;
+    cfg.rowsum_from_quantized_p = 0;
+    vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
+    CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    double worst = 0.0, peak = 0.0, lse_worst = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        worst = fmax(worst, fabs(pr.o2[i] - model[i]));
+        peak = fmax(peak, fabs(model[i]));
+    }
+    for (int64_t i = 0; i < B * H * Sq; ++i)
+        lse_worst = fmax(lse_worst, fabs(pr.lse2[i] - model_lse[i]) / fmax(1.0, fabs(model_lse[i])));
+    /* measured (VCATTN_TEST_MEASURE=1, seeds 1-200 and the default): O <= 1.35e-5
+     * relative to max |O| (1.2e-6 on the default seed), LSE <= 7.1e-6 relative
+     * (3.9e-7 on the default seed): FP32 rounding of scores up to ~100 */
+    CHECK_MSG(worst / peak < 2.5e-5, "O vs the group model: %g relative", worst / peak);
+    CHECK_MSG(lse_worst < 1.2e-5, "LSE vs the group model: %g relative", lse_worst);
+
+    /* the input is sensitive: sage2's own quantization error here is >= 0.27
+     * of max |O| (measured), far above the model's FP32 rounding */
+    vcattn_attention_params ref = params_of(&pr, pr.o, pr.lse);
+    CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+    double ref_worst = max_abs_diff(pr.o, pr.o2, n) / peak;
+    if (getenv("VCATTN_TEST_MEASURE"))
+        printf("    measured: O %.3g, LSE %.3g relative; vs FP64 %.3g\n", worst / peak, lse_worst,
+               max_abs_diff(pr.o, pr.o2, n) / peak);
+    CHECK_MSG(ref_worst > 100.0 * (worst / peak), "quantization error %g not far above the model's %g", ref_worst,
+              worst / peak);
+    free(model);
+    free(model_lse);
+    problem_free(&pr);
+}
+
+/* ---- V-Smooth: a channel whose offset dwarfs its residual ------------------------------ */
+
+/* V-Smooth stores each block mean divided by the channel's E4M3 scale in
+ * FP16.  A channel with offset 1000 and residual ~1e-3 has scale ~1e-5, so
+ * the mean would be ~1e8 scale units, far past FP16's 65504: the scale must
+ * be raised so the mean fits (vc_v_channel_scale).  With that guard the
+ * channel's output is the offset to FP16 rounding; without it the mean
+ * saturates and the channel's output collapses (error ~1). */
+TEST(vsmooth_mean_of_a_large_offset_channel_fits_fp16) {
+    const int64_t B = 1, H = 2, Sq = 200, Skv = 384, D = 128;
+    problem pr = problem_make(B, H, Sq, Skv, D, 1.0, 1.0, 0.0);
+    test_rng rng = {test_seed()};
+    const int chans[2] = {5, 77};
+    const double offset[2] = {1000.0, -3000.0}, residual[2] = {1e-3, 3e-3};
+    for (int64_t j = 0; j < B * H * Skv; ++j)
+        for (int c = 0; c < 2; ++c)
+            pr.v[j * D + chans[c]] = (float)(offset[c] + residual[c] * test_rng_normal(&rng));
+    vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
+    CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+    const vcattn_method methods[2] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT};
+    for (int m = 0; m < 2; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get(methods[m], &cfg);
+        vcattn_attention_params sim = params_of(&pr, pr.o2, NULL);
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+        double chan_err = 0.0, other_err = 0.0, other_peak = 0.0;
+        for (int64_t i = 0; i < B * H * Sq; ++i)
+            for (int64_t d = 0; d < D; ++d) {
+                double e = fabs((double)pr.o2[i * D + d] - pr.o[i * D + d]);
+                if (d == chans[0] || d == chans[1]) {
+                    chan_err = fmax(chan_err, e / fabs(offset[d == chans[1]]));
+                } else {
+                    other_err = fmax(other_err, e);
+                    other_peak = fmax(other_peak, fabs((double)pr.o[i * D + d]));
+                }
+            }
+        if (getenv("VCATTN_TEST_MEASURE"))
+            printf("    %s: offset channels %.3g relative, others %.3g of max\n",
+                   vcattn_method_name(methods[m]), chan_err, other_err / other_peak);
+        /* measured (VCATTN_TEST_MEASURE=1, seeds 1-20 and the default): offset
+         * channels <= 4.3e-7 relative (the float output's rounding), other
+         * channels <= 0.048 of their max; without the guard the offset
+         * channels are off by ~1 */
+        CHECK_MSG(chan_err < 1e-6, "%s: offset channels off by %g relative", vcattn_method_name(methods[m]), chan_err);
+        CHECK_MSG(other_err / other_peak < 0.08, "%s: other channels off by %g", vcattn_method_name(methods[m]),
+                  other_err / other_peak);
+    }
+    problem_free(&pr);
 }

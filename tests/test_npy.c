@@ -85,10 +85,10 @@ static unsigned char *build_npy(int major, const char *dict, int pad, const void
     return b;
 }
 
-/* write a hand-built file and load it; returns the status */
-static vcattn_status load_built(npy_tmp *t, int major, const char *dict, int pad,
-                                const void *data, size_t data_len, float **out,
-                                int64_t shape[4]) {
+/* write a hand-built file and load it (vcattn_npy_load_ex when `err`, else
+ * vcattn_npy_load); returns the status */
+static vcattn_status load_built_ex(npy_tmp *t, int major, const char *dict, int pad, const void *data,
+                                   size_t data_len, float **out, int64_t shape[4], vcattn_npy_error *err) {
     size_t n;
     unsigned char *img = build_npy(major, dict, pad, data, data_len, &n);
     if (!img || !write_bytes(t->path, img, n)) {
@@ -98,7 +98,12 @@ static vcattn_status load_built(npy_tmp *t, int major, const char *dict, int pad
     }
     free(img);
     *out = (float *)(uintptr_t)1; /* must be reset by the loader */
-    return vcattn_npy_load(t->path, out, shape);
+    return err ? vcattn_npy_load_ex(t->path, out, shape, err) : vcattn_npy_load(t->path, out, shape);
+}
+
+static vcattn_status load_built(npy_tmp *t, int major, const char *dict, int pad, const void *data,
+                                size_t data_len, float **out, int64_t shape[4]) {
+    return load_built_ex(t, major, dict, pad, data, data_len, out, shape, NULL);
 }
 
 static void put_u16(unsigned char *p, uint16_t u) {
@@ -328,57 +333,75 @@ TEST(npy_rejects_bad_files) {
     test_rng r = {test_seed()};
     float x[24];
     for (int i = 0; i < 24; ++i) x[i] = (float)test_rng_normal(&r);
+    const vcattn_status BAD = VCATTN_STATUS_BAD_FILE_FORMAT;
+    /* each case: its status, its reason, and a piece of the message that
+     * names this file's own detail */
     const struct {
         const char *dict;
         size_t data_len;
         vcattn_status expect;
+        vcattn_npy_reason reason;
+        const char *needle;
     } cases[] = {
         /* truncated data: one byte short */
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 95, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f2', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 47, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 0, VCATTN_STATUS_BAD_FILE_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 95, BAD, VCATTN_NPY_TRUNCATED, "need 96 data bytes, the file holds 95"},
+        {"{'descr': '<f2', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 47, BAD, VCATTN_NPY_TRUNCATED, "need 48 data bytes, the file holds 47"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 0, BAD, VCATTN_NPY_TRUNCATED, "the file holds 0"},
+        {"{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, BAD, VCATTN_NPY_TRUNCATED, "need 192 data bytes"},
         /* wrong rank */
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (24,), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, 4), }", 96, BAD, VCATTN_NPY_WRONG_RANK, "shape (2, 3, 4) has 3 dimensions"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 2, 3, 4), }", 96, BAD, VCATTN_NPY_WRONG_RANK, "(1, 1, 2, 3, 4) has 5 dimensions"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (24,), }", 96, BAD, VCATTN_NPY_WRONG_RANK, "shape (24,) has 1 dimension;"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 96, BAD, VCATTN_NPY_WRONG_RANK, "has 0 dimensions"},
         /* Fortran order */
-        {"{'descr': '<f4', 'fortran_order': True, 'shape': (1, 2, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': True, 'shape': (1, 2, 3, 4), }", 96, BAD, VCATTN_NPY_FORTRAN_ORDER, "np.ascontiguousarray"},
         /* big-endian and unsupported dtypes */
-        {"{'descr': '>f4', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '>f2', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '>u2', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f8', 'fortran_order': False, 'shape': (1, 1, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<i2', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '|u1', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
+        {"{'descr': '>f4', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, BAD, VCATTN_NPY_BIG_ENDIAN, "dtype '>f4' is big-endian; save little-endian data, e.g. x.astype('<f4')"},
+        {"{'descr': '>f2', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, BAD, VCATTN_NPY_BIG_ENDIAN, "x.astype('<f2')"},
+        {"{'descr': '>u2', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, BAD, VCATTN_NPY_BIG_ENDIAN, "'>u2'"},
+        {"{'descr': '>f8', 'fortran_order': False, 'shape': (1, 1, 3, 4), }", 96, BAD, VCATTN_NPY_BIG_ENDIAN, "'>f8'"},
+        {"{'descr': '<i2', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, BAD, VCATTN_NPY_UNSUPPORTED_DTYPE, "dtype '<i2' is not supported"},
+        {"{'descr': '|u1', 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, BAD, VCATTN_NPY_UNSUPPORTED_DTYPE, "dtype '|u1'"},
+        {"{'descr': '<c8', 'fortran_order': False, 'shape': (1, 1, 3, 4), }", 96, BAD, VCATTN_NPY_UNSUPPORTED_DTYPE, "x.astype(np.float32)"},
+        {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1, 2, 3, 4), }", 96, BAD, VCATTN_NPY_UNSUPPORTED_DTYPE, "structured dtype"},
         /* garbage headers */
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': False}", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'fortran_order': False, 'shape': (1, 2, 3, 4)}", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'shape': (1, 2, 3, 4)}", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4)}", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': [1, 2, 3, 4]}", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2.5, 3, 4)}", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, -2, 3, 4)}", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': 0, 'shape': (1, 2, 3, 4)}", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4)} trailing", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4)", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
-        {"\x01\xff garbage \x7f", 96, VCATTN_STATUS_BAD_FILE_FORMAT},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4", 96, BAD, VCATTN_NPY_BAD_HEADER, "'shape' is not a tuple"},
+        {"{'descr': '<f4', 'fortran_order': False}", 96, BAD, VCATTN_NPY_BAD_HEADER, "'shape' is missing"},
+        {"{'fortran_order': False, 'shape': (1, 2, 3, 4)}", 96, BAD, VCATTN_NPY_BAD_HEADER, "'descr' is missing"},
+        {"{'descr': '<f4', 'shape': (1, 2, 3, 4)}", 96, BAD, VCATTN_NPY_BAD_HEADER, "'fortran_order' is missing"},
+        {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4)}", 96, BAD, VCATTN_NPY_BAD_HEADER, "'descr' appears twice"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': [1, 2, 3, 4]}", 96, BAD, VCATTN_NPY_BAD_HEADER, "'shape' is not a tuple"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2.5, 3, 4)}", 96, BAD, VCATTN_NPY_BAD_HEADER, "'shape' is not a tuple"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, -2, 3, 4)}", 96, BAD, VCATTN_NPY_BAD_HEADER, "(1, -2, 3, 4) has a negative dimension"},
+        {"{'descr': '<f4', 'fortran_order': 0, 'shape': (1, 2, 3, 4)}", 96, BAD, VCATTN_NPY_BAD_HEADER, "not True or False"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4)} trailing", 96, BAD, VCATTN_NPY_BAD_HEADER, "text follows"},
+        {"'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4)", 96, BAD, VCATTN_NPY_BAD_HEADER, "does not start with '{'"},
+        {"", 96, BAD, VCATTN_NPY_BAD_HEADER, "does not start with '{'"},
+        {"\x01\xff garbage \x7f", 96, BAD, VCATTN_NPY_BAD_HEADER, "malformed header"},
         /* sizes */
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 0, 3, 4), }", 0, VCATTN_STATUS_BAD_SHAPE},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776, 1024, 1), }", 96, VCATTN_STATUS_SIZE_OVERFLOW},
-        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 99999999999999999999, 4), }", 96, VCATTN_STATUS_SIZE_OVERFLOW},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 0, 3, 4), }", 0, VCATTN_STATUS_BAD_SHAPE, VCATTN_NPY_ZERO_DIMENSION, "(1, 0, 3, 4) has a dimension of size 0"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776, 1024, 1), }", 96, VCATTN_STATUS_SIZE_OVERFLOW, VCATTN_NPY_TOO_LARGE, "too many elements"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 99999999999999999999, 4), }", 96, VCATTN_STATUS_SIZE_OVERFLOW, VCATTN_NPY_TOO_LARGE, "does not fit in 64 bits"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-        float *y = NULL;
-        int64_t shape[4];
-        vcattn_status st = load_built(&t, 1, cases[i].dict, 1, x, cases[i].data_len, &y, shape);
-        CHECK_MSG(st == cases[i].expect, "case %zu (%s): %s, expected %s", i, cases[i].dict,
-                  vcattn_status_string(st), vcattn_status_string(cases[i].expect));
-        CHECK_MSG(y == NULL, "case %zu: *data not NULL after failure", i);
-        if (st == VCATTN_STATUS_SUCCESS) vcattn_free(y);
+        for (int ex = 0; ex < 2; ++ex) { /* the plain call and the _ex call agree */
+            float *y = NULL;
+            int64_t shape[4];
+            vcattn_npy_error err;
+            memset(&err, 0x55, sizeof err);
+            vcattn_status st = load_built_ex(&t, 1, cases[i].dict, 1, x, cases[i].data_len, &y, shape,
+                                             ex ? &err : NULL);
+            CHECK_MSG(st == cases[i].expect, "case %zu (%s): %s, expected %s", i, cases[i].dict,
+                      vcattn_status_string(st), vcattn_status_string(cases[i].expect));
+            CHECK_MSG(y == NULL, "case %zu: *data not NULL after failure", i);
+            if (st == VCATTN_STATUS_SUCCESS) vcattn_free(y);
+            if (!ex) continue;
+            CHECK_MSG(err.reason == cases[i].reason, "case %zu (%s): reason %d (%s), expected %d", i,
+                      cases[i].dict, (int)err.reason, vcattn_npy_reason_string(err.reason), (int)cases[i].reason);
+            CHECK_MSG(memchr(err.message, '\0', sizeof err.message) && strstr(err.message, cases[i].needle) &&
+                          strstr(err.message, t.path) == err.message,
+                      "case %zu: message \"%.320s\" lacks \"%s\" or the path", i, err.message, cases[i].needle);
+        }
     }
 
     /* damaged preambles */
@@ -388,16 +411,35 @@ TEST(npy_rejects_bad_files) {
     if (good) {
         unsigned char *img = (unsigned char *)malloc(n);
         const size_t cuts[] = {0, 3, 6, 9, 10, 40}; /* empty, in the magic, in the header */
+        const vcattn_npy_reason cut_reason[] = {VCATTN_NPY_NOT_NPY, VCATTN_NPY_TRUNCATED, VCATTN_NPY_TRUNCATED,
+                                                VCATTN_NPY_TRUNCATED, VCATTN_NPY_TRUNCATED, VCATTN_NPY_TRUNCATED};
         for (size_t i = 0; img && i < sizeof cuts / sizeof cuts[0]; ++i) {
             float *y = NULL;
             int64_t shape[4];
+            vcattn_npy_error err;
             CHECK(write_bytes(t.path, good, cuts[i]));
-            CHECK_STATUS(vcattn_npy_load(t.path, &y, shape), VCATTN_STATUS_BAD_FILE_FORMAT);
+            CHECK_STATUS(vcattn_npy_load_ex(t.path, &y, shape, &err), VCATTN_STATUS_BAD_FILE_FORMAT);
+            CHECK_MSG(err.reason == cut_reason[i], "cut at %zu: reason %d: %s", cuts[i], (int)err.reason, err.message);
             CHECK(y == NULL);
         }
-        const struct { size_t at; unsigned char byte; } edits[] = {
-            {0, 0x92}, {3, 'm'}, {6, 0}, {6, 4}, {6, 0xFF},       /* magic, versions 0, 4, 255 */
-            {8, 0}, {8, 30}, {8, 0xFF}, {9, 0xFF}};                /* header length 0/short/long/huge */
+        /* a short file that is not a prefix of the magic is not .npy at all */
+        {
+            float *y = NULL;
+            int64_t shape[4];
+            vcattn_npy_error err;
+            CHECK(write_bytes(t.path, "PK\x03", 3));
+            CHECK_STATUS(vcattn_npy_load_ex(t.path, &y, shape, &err), VCATTN_STATUS_BAD_FILE_FORMAT);
+            CHECK_EQ_INT(err.reason, VCATTN_NPY_NOT_NPY);
+        }
+        const struct { size_t at; unsigned char byte; vcattn_npy_reason reason; const char *needle; } edits[] = {
+            /* magic, versions 0, 4, 255 */
+            {0, 0x92, VCATTN_NPY_NOT_NPY, "\\x93NUMPY"}, {3, 'm', VCATTN_NPY_NOT_NPY, "numpy.save"},
+            {6, 0, VCATTN_NPY_UNSUPPORTED_VERSION, "version 0.0"}, {6, 4, VCATTN_NPY_UNSUPPORTED_VERSION, "version 4.0"},
+            {6, 0xFF, VCATTN_NPY_UNSUPPORTED_VERSION, "version 255.0"},
+            /* header length 0 / short / long / past the end of the file */
+            {8, 0, VCATTN_NPY_BAD_HEADER, "length 0 is zero"}, {8, 30, VCATTN_NPY_BAD_HEADER, "a key is not a quoted string"},
+            {8, 0xFF, VCATTN_NPY_TRUNCATED, "ends 214 bytes into a 255-byte header"},
+            {9, 0xFF, VCATTN_NPY_TRUNCATED, "into a 65398-byte header"}};
         for (size_t i = 0; img && i < sizeof edits / sizeof edits[0]; ++i) {
             memcpy(img, good, n);
             img[edits[i].at] = edits[i].byte;
@@ -405,8 +447,12 @@ TEST(npy_rejects_bad_files) {
             float *y = NULL;
             int64_t shape[4];
             CHECK(write_bytes(t.path, img, n));
-            vcattn_status st = vcattn_npy_load(t.path, &y, shape);
+            vcattn_npy_error err;
+            vcattn_status st = vcattn_npy_load_ex(t.path, &y, shape, &err);
             CHECK_MSG(st == VCATTN_STATUS_BAD_FILE_FORMAT, "edit %zu: %s", i, vcattn_status_string(st));
+            CHECK_MSG(err.reason == edits[i].reason && strstr(err.message, edits[i].needle),
+                      "edit %zu: reason %d, message \"%s\", expected %d with \"%s\"", i, (int)err.reason, err.message,
+                      (int)edits[i].reason, edits[i].needle);
             CHECK(y == NULL);
         }
         free(img);
@@ -417,7 +463,10 @@ TEST(npy_rejects_bad_files) {
     CHECK(write_bytes(t.path, huge, sizeof huge));
     float *y = NULL;
     int64_t shape[4];
-    CHECK_STATUS(vcattn_npy_load(t.path, &y, shape), VCATTN_STATUS_BAD_FILE_FORMAT);
+    vcattn_npy_error err;
+    CHECK_STATUS(vcattn_npy_load_ex(t.path, &y, shape, &err), VCATTN_STATUS_BAD_FILE_FORMAT);
+    CHECK_MSG(err.reason == VCATTN_NPY_BAD_HEADER && strstr(err.message, "4294967295 is beyond 1 MiB"), "%s",
+              err.message);
     tmp_close(&t);
 }
 
@@ -488,8 +537,16 @@ TEST(npy_fuzz_no_crash) {
         if (!write_bytes(t.path, img, len)) { CHECK(0); break; }
         float *y = NULL;
         int64_t shape[4] = {0, 0, 0, 0};
-        vcattn_status st = vcattn_npy_load(t.path, &y, shape);
+        vcattn_npy_error err;
+        vcattn_status st = vcattn_npy_load_ex(t.path, &y, shape, &err);
         CHECK(st >= 0 && st < VCATTN_STATUS_COUNT);
+        /* every failure names a reason, of the status it returned, and says why */
+        CHECK((st == VCATTN_STATUS_SUCCESS) == (err.reason == VCATTN_NPY_OK));
+        CHECK(err.reason >= 0 && err.reason < VCATTN_NPY_REASON_COUNT);
+        CHECK((err.message[0] == '\0') == (st == VCATTN_STATUS_SUCCESS));
+        if (err.reason == VCATTN_NPY_ZERO_DIMENSION) CHECK(st == VCATTN_STATUS_BAD_SHAPE);
+        else if (err.reason == VCATTN_NPY_TOO_LARGE) CHECK(st == VCATTN_STATUS_SIZE_OVERFLOW);
+        else if (st != VCATTN_STATUS_SUCCESS) CHECK(st == VCATTN_STATUS_BAD_FILE_FORMAT);
         if (st == VCATTN_STATUS_SUCCESS) {
             ++successes;
             CHECK(y != NULL && shape[0] > 0 && shape[1] > 0 && shape[2] > 0 && shape[3] > 0);
@@ -501,5 +558,116 @@ TEST(npy_fuzz_no_crash) {
     CHECK(successes < 400);
     free(img);
     free(good);
+    tmp_close(&t);
+}
+
+/* float64 (numpy's default dtype) is read and rounded to float32 (RNE, as a
+ * C cast); NaN and Inf pass through like a float32 file's would; a finite
+ * value that float32 cannot hold is refused, naming the element. */
+TEST(npy_load_float64_converts_to_float32) {
+    npy_tmp t;
+    tmp_open(&t);
+    if (!t.ok) return;
+    test_rng r = {test_seed()};
+    enum { N = 2 * 3 * 5 * 8 };
+    double x[N];
+    unsigned char data[8 * N];
+    for (int i = 0; i < N; ++i) x[i] = test_rng_normal(&r) * exp(6.0 * test_rng_normal(&r));
+    const double specials[] = {0.0, -0.0, NAN, INFINITY, -INFINITY, 1e-50, -1e-40, 3.4028234663852886e38,
+                               -3.4028234663852886e38, 1.0 + 0x1.0p-24 /* a tie: to even, 1.0 */,
+                               1.0 + 0x1.8p-23 /* a tie: up to 1 + 2^-22 */};
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; ++i) x[3 * i + 1] = specials[i];
+    for (int i = 0; i < N; ++i) {
+        uint64_t u;
+        memcpy(&u, &x[i], 8);
+        for (int b = 0; b < 8; ++b) data[8 * i + b] = (unsigned char)(u >> (8 * b));
+    }
+    const char *dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3, 5, 8), }";
+    float *y = NULL;
+    int64_t shape[4];
+    vcattn_npy_error err;
+    for (int major = 1; major <= 2; ++major) {
+        CHECK_STATUS(load_built_ex(&t, major, dict, 1, data, sizeof data, &y, shape, &err), VCATTN_STATUS_SUCCESS);
+        CHECK(err.reason == VCATTN_NPY_OK && err.message[0] == '\0');
+        if (!y) continue;
+        CHECK(shape[0] == 2 && shape[1] == 3 && shape[2] == 5 && shape[3] == 8);
+        int64_t wrong = 0, far = 0;
+        for (int i = 0; i < N; ++i) {
+            float want = (float)x[i];
+            if (isnan(x[i]) ? !isnan(y[i]) : memcmp(&want, &y[i], 4) != 0) ++wrong;
+            /* and independently of the cast: within half a float32 ulp */
+            if (isfinite(x[i]) && fabs(x[i]) >= 0x1.0p-126 &&
+                fabs((double)y[i] - x[i]) > fabs(x[i]) * 0x1.0p-24)
+                ++far;
+        }
+        CHECK_EQ_INT(wrong, 0);
+        CHECK_EQ_INT(far, 0);
+        CHECK(y[3 * 9 + 1] == 1.0f && y[3 * 10 + 1] == 1.0f + 0x1.0p-22f && y[3 * 5 + 1] == 0.0f);
+        vcattn_free(y);
+    }
+    /* beyond float32: refused, with the element's index */
+    const double big[2] = {1e39, -1e300};
+    for (int k = 0; k < 2; ++k) {
+        double keep = x[17];
+        x[17] = big[k];
+        uint64_t u;
+        memcpy(&u, &x[17], 8);
+        for (int b = 0; b < 8; ++b) data[8 * 17 + b] = (unsigned char)(u >> (8 * b));
+        CHECK_STATUS(load_built_ex(&t, 1, dict, 1, data, sizeof data, &y, shape, &err),
+                     VCATTN_STATUS_BAD_FILE_FORMAT);
+        CHECK(y == NULL);
+        CHECK_MSG(err.reason == VCATTN_NPY_FLOAT64_OUT_OF_RANGE && strstr(err.message, "float64 element 17 is"),
+                  "%s", err.message);
+        x[17] = keep;
+        memcpy(&u, &x[17], 8);
+        for (int b = 0; b < 8; ++b) data[8 * 17 + b] = (unsigned char)(u >> (8 * b));
+    }
+    tmp_close(&t);
+}
+
+TEST(npy_reasons_of_io_and_null_errors) {
+    npy_tmp t;
+    tmp_open(&t);
+    if (!t.ok) return;
+    float *y = (float *)(uintptr_t)1;
+    int64_t shape[4];
+    vcattn_npy_error err;
+    char missing[160];
+    snprintf(missing, sizeof missing, "%s/does_not_exist.npy", t.dir);
+    CHECK_STATUS(vcattn_npy_load_ex(missing, &y, shape, &err), VCATTN_STATUS_IO_ERROR);
+    CHECK(y == NULL);
+    CHECK(err.reason == VCATTN_NPY_OPEN_FAILED && strstr(err.message, missing) == err.message);
+    /* a directory opens on Linux and fails on the first read */
+    CHECK_STATUS(vcattn_npy_load_ex(t.dir, &y, shape, &err), VCATTN_STATUS_IO_ERROR);
+    CHECK(err.reason == VCATTN_NPY_OPEN_FAILED || err.reason == VCATTN_NPY_READ_FAILED);
+    CHECK_STATUS(vcattn_npy_load_ex(NULL, &y, shape, &err), VCATTN_STATUS_NULL_POINTER);
+    CHECK(err.reason == VCATTN_NPY_NULL_ARGUMENT && strstr(err.message, "path is NULL"));
+    CHECK_STATUS(vcattn_npy_load_ex(t.path, NULL, shape, &err), VCATTN_STATUS_NULL_POINTER);
+    CHECK(err.reason == VCATTN_NPY_NULL_ARGUMENT && strstr(err.message, "data is NULL"));
+    CHECK_STATUS(vcattn_npy_load_ex(t.path, &y, NULL, &err), VCATTN_STATUS_NULL_POINTER);
+    CHECK(err.reason == VCATTN_NPY_NULL_ARGUMENT && strstr(err.message, "shape is NULL"));
+
+    /* success: reason OK, empty message, and the data */
+    test_rng r = {test_seed()};
+    float x[16];
+    for (int i = 0; i < 16; ++i) x[i] = (float)test_rng_normal(&r);
+    const int64_t s4[4] = {1, 2, 2, 4};
+    CHECK_STATUS(vcattn_npy_save_f32(t.path, x, 4, s4), VCATTN_STATUS_SUCCESS);
+    err.reason = VCATTN_NPY_TRUNCATED;
+    err.message[0] = 'x';
+    CHECK_STATUS(vcattn_npy_load_ex(t.path, &y, shape, &err), VCATTN_STATUS_SUCCESS);
+    CHECK(err.reason == VCATTN_NPY_OK && err.message[0] == '\0');
+    if (y) CHECK(memcmp(x, y, sizeof x) == 0);
+    vcattn_free(y);
+
+    /* every reason has its own sentence */
+    for (int a = 0; a < VCATTN_NPY_REASON_COUNT; ++a) {
+        const char *sa = vcattn_npy_reason_string((vcattn_npy_reason)a);
+        CHECK(sa && *sa && strcmp(sa, "unknown reason") != 0);
+        for (int b = 0; b < a; ++b) CHECK(strcmp(sa, vcattn_npy_reason_string((vcattn_npy_reason)b)) != 0);
+    }
+    CHECK(strcmp(vcattn_npy_reason_string(VCATTN_NPY_REASON_COUNT), "unknown reason") == 0);
+    CHECK(strstr(vcattn_npy_reason_string(VCATTN_NPY_FORTRAN_ORDER), "ascontiguousarray") != NULL);
+    remove(t.path);
     tmp_close(&t);
 }

@@ -215,15 +215,49 @@ TEST(exported_codecs_validate) {
     float x[3] = {1.0f, -3.0f, 500.0f}, y[3];
     uint8_t c[3];
     CHECK_STATUS(vcattn_encode_e4m3(x, c, 3), VCATTN_STATUS_SUCCESS);
-    CHECK(c[0] == 0x38 && c[2] == 0x7E);
+    CHECK(c[0] == 0x38 && c[1] == 0xC4 && c[2] == 0x7E);
     CHECK_STATUS(vcattn_decode_e4m3(c, y, 3), VCATTN_STATUS_SUCCESS);
-    CHECK(y[1] == -3.0f);
+    CHECK(y[0] == 1.0f && y[1] == -3.0f && y[2] == 448.0f);
     CHECK_STATUS(vcattn_encode_e2m1(x, c, 3), VCATTN_STATUS_SUCCESS);
+    CHECK(c[0] == 0x2 && c[1] == 0xD && c[2] == 0x7); /* 1, -3, 6 (saturated) */
     CHECK_STATUS(vcattn_encode_e4m3(NULL, c, 3), VCATTN_STATUS_NULL_POINTER);
     CHECK_STATUS(vcattn_encode_e4m3(x, c, -1), VCATTN_STATUS_BAD_SHAPE);
     CHECK_STATUS(vcattn_round_bf16(x, NULL, 1), VCATTN_STATUS_NULL_POINTER);
     CHECK_STATUS(vcattn_encode_e4m3(NULL, NULL, 0), VCATTN_STATUS_SUCCESS);
-    for (int s = 0; s <= VCATTN_STATUS_COUNT; ++s) CHECK(vcattn_status_string((vcattn_status)s) != NULL);
+
+    /* the exported arrays are the shared numerics, element for element */
+    enum { N = 4096 };
+    static float in[N], out[N], out2[N];
+    static uint8_t codes[N], codes2[N];
+    test_rng r = {test_seed()};
+    for (int i = 0; i < N; ++i) in[i] = (float)(test_rng_normal(&r) * exp(3.0 * test_rng_normal(&r)));
+    int bad_e4m3 = 0, bad_e2m1 = 0, bad_bf16 = 0, bad_dec = 0;
+    CHECK_STATUS(vcattn_encode_e4m3(in, codes, N), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_decode_e4m3(codes, out, N), VCATTN_STATUS_SUCCESS);
+    for (int i = 0; i < N; ++i) {
+        bad_e4m3 += codes[i] != vc_e4m3_encode(in[i]);
+        bad_dec += out[i] != vc_e4m3_round(in[i]);
+    }
+    CHECK_STATUS(vcattn_encode_e2m1(in, codes2, N), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_decode_e2m1(codes2, out2, N), VCATTN_STATUS_SUCCESS);
+    for (int i = 0; i < N; ++i) {
+        bad_e2m1 += codes2[i] != vc_e2m1_encode(in[i]);
+        bad_dec += out2[i] != vc_e2m1_round(in[i]);
+    }
+    CHECK_STATUS(vcattn_round_bf16(in, out, N), VCATTN_STATUS_SUCCESS);
+    for (int i = 0; i < N; ++i) bad_bf16 += vc_f32_bits(out[i]) != vc_f32_bits(vc_bf16_round(in[i]));
+    CHECK_EQ_INT(bad_e4m3, 0);
+    CHECK_EQ_INT(bad_e2m1, 0);
+    CHECK_EQ_INT(bad_bf16, 0);
+    CHECK_EQ_INT(bad_dec, 0);
+
+    /* every status has its own sentence */
+    for (int s = 0; s <= VCATTN_STATUS_COUNT; ++s) {
+        const char *a = vcattn_status_string((vcattn_status)s);
+        CHECK(a != NULL && *a);
+        for (int t = 0; t < s && a; ++t) CHECK(strcmp(a, vcattn_status_string((vcattn_status)t)) != 0);
+    }
+    CHECK(strcmp(vcattn_status_string(VCATTN_STATUS_COUNT), "unknown status") == 0);
 }
 
 #ifndef VCATTN_HAVE_CUDA

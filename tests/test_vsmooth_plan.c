@@ -261,6 +261,9 @@ TEST(vsmooth_plan_recovers_separated_clusters) {
     double clustered = 0.0, shuffled = 1.0;
     CHECK_STATUS(vcattn_block_energy_share(v, 1, H, S, D, st, perm, S, &clustered), VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_block_energy_share(v, 1, H, S, D, st, NULL, 0, &shuffled), VCATTN_STATUS_SUCCESS);
+    if (getenv("VCATTN_TEST_MEASURE")) printf("    M clustered %.4f shuffled %.4f\n", clustered, shuffled);
+    /* measured (default seed, seeds 1-60): clustered 0.889-0.906, shuffled <= 0.155
+     * (8 centres ~ N(0, 9) against noise 1: 1/128 plus the centres' common part) */
     CHECK_MSG(clustered > 0.8, "clustered share %.3f", clustered);
     CHECK_MSG(shuffled < 0.2, "shuffled share %.3f", shuffled);
 
@@ -576,7 +579,16 @@ TEST(block_energy_share_rejects_bad_input) {
     CHECK(share == 42.0); /* untouched by failed calls */
     v[129 * D + 1] = 0.5f;
     CHECK_STATUS(vcattn_block_energy_share(v, 1, 1, S, D, st, perm, S, &share), VCATTN_STATUS_SUCCESS);
-    CHECK(share >= 0.0 && share <= 1.0);
+    /* one full block: the first 128 permuted tokens */
+    double mu[4] = {0}, energy = 0.0, mu2 = 0.0;
+    for (int64_t i = 0; i < 128; ++i)
+        for (int64_t d = 0; d < D; ++d) {
+            double x = v[perm[i] * D + d];
+            mu[d] += x / 128.0;
+            energy += x * x;
+        }
+    for (int64_t d = 0; d < D; ++d) mu2 += mu[d] * mu[d];
+    CHECK_NEAR(share, 128.0 * mu2 / energy, 1e-12);
 }
 
 /* ---- static cube order ---------------------------------------------------------------- */
@@ -658,8 +670,11 @@ TEST(cube_permutation_groups_smooth_video) {
     double s_cube = 0.0, s_shuf = 1.0;
     CHECK_STATUS(vcattn_block_energy_share(v, 1, 1, S, D, st, cube, S, &s_cube), VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_block_energy_share(v, 1, 1, S, D, st, shuf, S, &s_shuf), VCATTN_STATUS_SUCCESS);
-    /* measured over 300 seeds: cube >= 0.63 (mean 0.67), shuffled <= 0.012 (~1/128) */
-    CHECK_MSG(s_cube > 0.4 && s_shuf < 0.1, "cube %.3f vs shuffled %.3f", s_cube, s_shuf);
+    /* measured over 300 seeds: cube >= 0.63 (mean 0.67), shuffled <= 0.012 (~1/128);
+     * re-measured on the fixed default seed and seeds 1-60: cube 0.634-0.702,
+     * shuffled <= 0.0111 */
+    if (getenv("VCATTN_TEST_MEASURE")) printf("    M cube %.4f shuffled %.4f\n", s_cube, s_shuf);
+    CHECK_MSG(s_cube > 0.55 && s_shuf < 0.025, "cube %.3f vs shuffled %.3f", s_cube, s_shuf);
     free(v);
     free(cube);
     free(shuf);
@@ -678,4 +693,93 @@ TEST(cube_permutation_rejects_bad_input) {
     CHECK_STATUS(vcattn_cube_permutation(2048, 1024, 1024, 1, 1, 1, p), VCATTN_STATUS_SIZE_OVERFLOW);
     CHECK_STATUS(vcattn_cube_permutation(INT64_MAX / 2, 4, 4, 1, 1, 1, p), VCATTN_STATUS_SIZE_OVERFLOW);
     CHECK_STATUS(vcattn_cube_permutation(2, 2, 2, 1, 1, 1, p), VCATTN_STATUS_SUCCESS);
+}
+
+/* ---- Lloyd, step by step ----------------------------------------------------------------- */
+
+/* Straightforward Lloyd in double: n rounds of (assign to the nearest
+ * centroid, ties to the lower index; move each non-empty centroid to the mean
+ * of its tokens), then a final assignment.  v (S, D) contiguous. */
+static void lloyd_model(const float *v, int64_t s_n, int64_t d_n, int k, const float *init, int n,
+                        double *cen, int32_t *labels) {
+    for (int64_t i = 0; i < k * d_n; ++i) cen[i] = init[i];
+    double *sum = (double *)malloc(sizeof(double) * (size_t)(k * d_n));
+    int64_t *cnt = (int64_t *)malloc(sizeof(int64_t) * (size_t)k);
+    for (int round = 0; round <= n; ++round) {
+        for (int64_t s = 0; s < s_n; ++s) {
+            double best = INFINITY;
+            int32_t arg = 0;
+            for (int j = 0; j < k; ++j) {
+                double dist = 0.0;
+                for (int64_t d = 0; d < d_n; ++d) {
+                    double e = (double)v[s * d_n + d] - cen[j * d_n + d];
+                    dist += e * e;
+                }
+                if (dist < best) { best = dist; arg = j; }
+            }
+            labels[s] = arg;
+        }
+        if (round == n) break;
+        memset(sum, 0, sizeof(double) * (size_t)(k * d_n));
+        memset(cnt, 0, sizeof(int64_t) * (size_t)k);
+        for (int64_t s = 0; s < s_n; ++s) {
+            ++cnt[labels[s]];
+            for (int64_t d = 0; d < d_n; ++d) sum[labels[s] * d_n + d] += v[s * d_n + d];
+        }
+        for (int j = 0; j < k; ++j)
+            for (int64_t d = 0; cnt[j] && d < d_n; ++d) cen[j * d_n + d] = sum[j * d_n + d] / (double)cnt[j];
+    }
+    free(sum);
+    free(cnt);
+}
+
+/* `iterations` = n means exactly n Lloyd updates: the planner's labels and
+ * centroids equal the model's after n rounds, for every n while the model
+ * still moves.  Tokens spread along a line, centroids started bunched at one
+ * end: each round moves them a visible step, so one round more or fewer is
+ * a different answer (checked on the model itself). */
+TEST(vsmooth_plan_runs_exactly_the_asked_lloyd_iterations) {
+    const int64_t S = 90, D = 3;
+    const int k = 4;
+    test_rng r = {test_seed()};
+    float v[90 * 3], init[4 * 3], cen[4 * 3];
+    for (int64_t s = 0; s < S; ++s) {
+        v[s * D + 0] = (float)(10.0 * test_rng_uniform(&r));
+        v[s * D + 1] = (float)(0.1 * test_rng_normal(&r));
+        v[s * D + 2] = (float)(0.1 * test_rng_normal(&r) + 5.0); /* an offset: the planner centres it */
+    }
+    for (int j = 0; j < k; ++j) {
+        init[j * D + 0] = (float)(0.3 * j + 0.05 * test_rng_normal(&r));
+        init[j * D + 1] = (float)(0.1 * test_rng_normal(&r));
+        init[j * D + 2] = 5.0f;
+    }
+    int64_t st[3];
+    contiguous_strides(1, S, D, st);
+    int32_t perm[90], lab[90], want_lab[90], prev_lab[90];
+    double want[4 * 3], prev[4 * 3];
+    vcattn_kmeans_params p;
+    vcattn_kmeans_params_init(&p);
+    p.clusters = k;
+    p.init_centroids = init;
+    lloyd_model(v, S, D, k, init, 0, prev, prev_lab);
+    int moving = 0;
+    for (int n = 1; n <= 12; ++n) {
+        lloyd_model(v, S, D, k, init, n, want, want_lab);
+        double step = 0.0;
+        for (int i = 0; i < k * D; ++i) step = fmax(step, fabs(want[i] - prev[i]));
+        if (step < 1e-3) break; /* converged: n and n-1 no longer differ */
+        ++moving;
+        p.iterations = n;
+        CHECK_STATUS(vcattn_vsmooth_plan(v, 1, 1, S, D, st, &p, perm, lab, cen), VCATTN_STATUS_SUCCESS);
+        double err = 0.0;
+        for (int i = 0; i < k * D; ++i) err = fmax(err, fabs((double)cen[i] - want[i]));
+        /* centroids are float-rounded means: ~1e-6 of |v| ~ 10 */
+        CHECK_MSG(err < 1e-5, "iterations %d: centroids differ from %d Lloyd rounds by %g (one round moves %g)", n, n,
+                  err, step);
+        CHECK_MSG(memcmp(lab, want_lab, sizeof lab) == 0, "iterations %d: labels differ from %d Lloyd rounds", n, n);
+        memcpy(prev, want, sizeof want);
+        memcpy(prev_lab, want_lab, sizeof want_lab);
+    }
+    if (getenv("VCATTN_TEST_MEASURE")) printf("    %d moving rounds checked\n", moving);
+    CHECK_MSG(moving >= 4, "the input converged after %d rounds: too few to tell n from n-1", moving);
 }
