@@ -65,4 +65,10 @@ static inline const float *vc_row(const float *base, const int64_t stride[3], in
 /* 1/sqrt(head_dim) unless the caller set a positive scale. */
 double vc_softmax_scale(const vcattn_attention_params *p);
 
+/* The checks of the *_rows calls: p as vcattn_attention_params_validate, except
+ * that o's strides describe (B, H, n_rows, D); rows strictly ascending in
+ * [0, seq_q). */
+vcattn_status vc_rows_params_validate(const vcattn_attention_params *p, const int64_t *rows,
+                                      int64_t n_rows);
+
 #endif

@@ -57,6 +57,13 @@ typedef struct {
     double sml2e;        /* softmax scale * log2(e), the score -> log2 factor */
     float p_log2_offset; /* subtracted from the row max (P's static scale) */
     double lse_log2_bias;
+    /* query-row sampling (vcattn_simulate_attention_rows): task t is tile
+     * task_tile[t] and computes the listed rows rows[task_first[t] ..
+     * task_first[t+1]); outputs are indexed by list position.  rows = NULL:
+     * task t is tile t, every row, outputs by sequence position. */
+    const int64_t *rows;
+    int64_t n_out; /* output rows per (batch, head): n_rows, or seq_q */
+    int64_t *task_tile, *task_first;
     vcattn_status status;
     /* per-worker scratch */
     double **scratch;
@@ -337,14 +344,30 @@ static double row_total_variation(const sim_ctx *c, int64_t row, const float *ps
     return 0.5 * tv;
 }
 
-VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
+VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
     sim_ctx *c = (sim_ctx *)vctx;
     const vcattn_attention_params *p = c->p;
     const vcattn_method_config *cfg = c->cfg;
     const head_data *hd = &c->hd;
-    const int64_t D = p->head_dim, Skv = p->seq_kv, Sq = p->seq_q;
+    const int64_t D = p->head_dim, Skv = p->seq_kv, Sq = p->seq_q, Nout = c->n_out;
+    const int64_t tile = c->rows ? c->task_tile[task] : task;
     const int64_t q0 = tile * VC_TILE_Q;
     const int64_t rows = Sq - q0 < VC_TILE_Q ? Sq - q0 : VC_TILE_Q;
+    /* The tile rows to compute (sel) and where each one's output goes (orow).
+     * Q below is loaded, smoothed and quantized over the whole tile either
+     * way: that is what makes a sampled row bit-identical to the full run. */
+    int64_t sel[VC_TILE_Q], orow[VC_TILE_Q], nsel = 0;
+    if (c->rows) {
+        for (int64_t k = c->task_first[task]; k < c->task_first[task + 1]; ++k, ++nsel) {
+            sel[nsel] = c->rows[k] - q0;
+            orow[nsel] = k;
+        }
+    } else {
+        for (; nsel < rows; ++nsel) {
+            sel[nsel] = nsel;
+            orow[nsel] = q0 + nsel;
+        }
+    }
     const int want_tv = c->extra && c->extra->row_tv;
     tile_scratch t = tile_scratch_carve(c->scratch[worker], D, hd->nblk, want_tv);
 
@@ -388,7 +411,8 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
     const int quad = c->fp32_pipeline && cfg->rowsum_from_quantized_p;
     double l4[VC_TILE_Q][4], rprev[VC_TILE_Q][4];
     const double *mu_prev = NULL;
-    for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t ii = 0; ii < nsel; ++ii) {
+        const int64_t i = sel[ii];
         m[i] = -INFINITY;
         l[i] = 0.0;
         cq[i] = R(c, (double)c->sml2e * qscale[i]);
@@ -408,7 +432,8 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
         /* S = Q K^T for the block (vectorized over keys).  The quantized path
          * accumulates in FP32 like the tensor core (exact for INT8 codes:
          * |sum| < 2^24); the exact path in FP64. */
-        for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t ii = 0; ii < nsel; ++ii) {
+            const int64_t i = sel[ii];
             double *s = t.s + i * VC_BLOCK_K;
             const float *qr = t.qc + i * D;
             if (c->fp32_pipeline) {
@@ -428,7 +453,8 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
             }
         }
 
-        for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t ii = 0; ii < nsel; ++ii) {
+            const int64_t i = sel[ii];
             const double *s = t.s + i * VC_BLOCK_K;
             double tt[VC_BLOCK_K], cc[VC_BLOCK_K], sd[VC_BLOCK_K];
             double rowmax = -INFINITY;
@@ -553,7 +579,8 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
         mu_prev = mu;
     }
     if (quad)
-        for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t ii = 0; ii < nsel; ++ii) {
+            const int64_t i = sel[ii];
             /* the last block's mean term on the CUDA cores; l's partials */
             const float s01 = vc_rowsum_f16_split((float)rprev[i][0]) + vc_rowsum_f16_split((float)rprev[i][1]);
             const float s23 = vc_rowsum_f16_split((float)rprev[i][2]) + vc_rowsum_f16_split((float)rprev[i][3]);
@@ -564,17 +591,18 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
         }
 
     /* ---- epilogue: normalize, channel scale, LSE ---- */
-    for (int64_t i = 0; i < rows; ++i) {
-        const int64_t row = q0 + i;
-        float *out = p->o + c->b * p->o_stride[0] + c->h * p->o_stride[1] + row * p->o_stride[2];
+    for (int64_t ii = 0; ii < nsel; ++ii) {
+        const int64_t i = sel[ii];
+        const int64_t row = q0 + i, orw = orow[ii];
+        float *out = p->o + c->b * p->o_stride[0] + c->h * p->o_stride[1] + orw * p->o_stride[2];
         double inv_l = 1.0 / l[i];
         for (int64_t d = 0; d < D; ++d) out[d] = (float)(t.o[i * D + d] * inv_l * hd->chan_scale[d]);
         if (c->extra && c->extra->o_f64) {
-            double *od = c->extra->o_f64 + ((c->b * p->heads + c->h) * Sq + row) * D;
+            double *od = c->extra->o_f64 + ((c->b * p->heads + c->h) * Nout + orw) * D;
             for (int64_t d = 0; d < D; ++d) od[d] = t.o[i * D + d] * inv_l * hd->chan_scale[d];
         }
         if (c->extra && c->extra->o_pq_v) {
-            float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Sq + row) * D;
+            float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Nout + orw) * D;
             for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t.oe[i * D + d] * inv_l);
         }
         if (p->lse) {
@@ -583,11 +611,11 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
             double qk = 0.0;
             for (int64_t d = 0; d < D; ++d) qk += (double)q[d] * hd->kmean[d];
             double lse2 = m[i] + log2(l[i]) - c->lse_log2_bias;
-            p->lse[(c->b * p->heads + c->h) * Sq + row] = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
+            p->lse[(c->b * p->heads + c->h) * Nout + orw] = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
         }
-        if (want_tv && row % c->extra->tv_row_stride == 0) {
-            int64_t nsamp = (Sq + c->extra->tv_row_stride - 1) / c->extra->tv_row_stride;
-            c->extra->row_tv[(c->b * p->heads + c->h) * nsamp + row / c->extra->tv_row_stride] =
+        if (want_tv && orw % c->extra->tv_row_stride == 0) {
+            int64_t nsamp = (Nout + c->extra->tv_row_stride - 1) / c->extra->tv_row_stride;
+            c->extra->row_tv[(c->b * p->heads + c->h) * nsamp + orw / c->extra->tv_row_stride] =
                 row_total_variation(c, row, t.pstore + i * keys, t.mstore + i * hd->nblk, m[i], l[i]);
         }
     }
@@ -615,11 +643,11 @@ static int perm_is_valid(const int32_t *perm, int64_t n, unsigned char *seen) {
     return 1;
 }
 
-vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
-                                        const vcattn_method_config *config,
-                                        const int32_t *perm, vcattn_sim_outputs *extra) {
-    vcattn_status st = vcattn_attention_params_validate(p);
-    if (st) return st;
+/* rows = NULL: every query row (n_rows unused); p already validated. */
+static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn_method_config *config,
+                                  const int32_t *perm, const int64_t *rows, int64_t n_rows,
+                                  vcattn_sim_outputs *extra) {
+    vcattn_status st = VCATTN_STATUS_SUCCESS;
     if (!config) return VCATTN_STATUS_NULL_POINTER;
     if ((st = check_config(config))) return st;
     if (extra && extra->row_tv && extra->tv_row_stride < 1) return VCATTN_STATUS_INVALID_ARGUMENT;
@@ -640,6 +668,28 @@ vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
                                                                   : 0.0f;
     c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST ? log2(VC_EXPCAST_P_SCALE) : 0.0;
     c.tiles = (p->seq_q + VC_TILE_Q - 1) / VC_TILE_Q;
+    c.n_out = p->seq_q;
+    int64_t tasks = c.tiles;
+    if (rows) {
+        /* one task per tile that holds a listed row (rows ascend, so a
+         * tile's rows are consecutive in the list) */
+        c.rows = rows;
+        c.n_out = n_rows;
+        c.task_tile = (int64_t *)malloc(sizeof(int64_t) * (size_t)n_rows);
+        c.task_first = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_rows + 1));
+        if (!c.task_tile || !c.task_first) {
+            free(c.task_tile);
+            free(c.task_first);
+            return VCATTN_STATUS_OUT_OF_MEMORY;
+        }
+        tasks = 0;
+        for (int64_t i = 0; i < n_rows; ++i)
+            if (tasks == 0 || rows[i] / VC_TILE_Q != c.task_tile[tasks - 1]) {
+                c.task_tile[tasks] = rows[i] / VC_TILE_Q;
+                c.task_first[tasks++] = i;
+            }
+        c.task_first[tasks] = n_rows;
+    }
     c.sml2e = R(&c, vc_softmax_scale(p) * LOG2E);
 
     int workers = vc_thread_count(p->num_threads);
@@ -651,6 +701,8 @@ vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
     if (!c.scratch || (config->v_smooth && perm && !seen)) {
         free(c.scratch);
         free(seen);
+        free(c.task_tile);
+        free(c.task_first);
         return VCATTN_STATUS_OUT_OF_MEMORY;
     }
     for (int w = 0; w < workers && st == VCATTN_STATUS_SUCCESS; ++w) {
@@ -673,12 +725,31 @@ vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
             }
             prepare_k(&c);
             prepare_v(&c);
-            vc_parallel_for(c.tiles, workers, tile_task, &c);
+            vc_parallel_for(tasks, workers, tile_task, &c);
             head_data_free(&c.hd);
         }
 
     for (int w = 0; w < workers; ++w) free(c.scratch[w]);
     free(c.scratch);
     free(seen);
+    free(c.task_tile);
+    free(c.task_first);
     return st;
+}
+
+vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
+                                        const vcattn_method_config *config,
+                                        const int32_t *perm, vcattn_sim_outputs *extra) {
+    vcattn_status st = vcattn_attention_params_validate(p);
+    if (st) return st;
+    return simulate_run(p, config, perm, NULL, 0, extra);
+}
+
+vcattn_status vcattn_simulate_attention_rows(const vcattn_attention_params *p,
+                                             const vcattn_method_config *config,
+                                             const int32_t *perm, const int64_t *rows,
+                                             int64_t n_rows, vcattn_sim_outputs *extra) {
+    vcattn_status st = vc_rows_params_validate(p, rows, n_rows);
+    if (st) return st;
+    return simulate_run(p, config, perm, rows, n_rows, extra);
 }
