@@ -28,18 +28,28 @@ static const char *k_eval_usage =
     "usage: vcattn eval [options]\n"
     "\n"
     "Runs the FP64 reference and the CPU simulation of each method (the kernel's\n"
-    "tiling and rounding) and reports relative L2 error, cosine, PSNR, the error\n"
-    "budget of eq. (2) (value path vs probability path), the mean per-row total\n"
-    "variation of the probabilities, and the V block-energy share the block mean\n"
+    "tiling and rounding) and reports, per head and over all evaluated heads:\n"
+    "rel_l2, cosine, psnr_db, the error budget of eq. (2) (value_rel_l2,\n"
+    "probability_rel_l2, value_error_share), mean_row_tv (mean per-row total\n"
+    "variation of the probabilities), and the V block-energy share the block mean\n"
     "removes in sequence, 3-D cube and k-means (clustered) order.\n"
     "\n"
     "input (default: the built-in synthetic video-DiT workload, see docs/workload.md):\n"
-    "  --npy Q.npy K.npy V.npy   captured tensors, (B,H,S,D) float32/float16/bfloat16\n"
-    "  --grid T,H,W              token grid of the .npy sequence (enables cube order)\n"
-    "  --heads N                 workload heads (default 2)\n"
-    "  --frames T --height H --width W   workload grid (default 8 x 32 x 32 = 8192 tokens)\n"
+    "  --npy Q.npy K.npy V.npy   captured tensors, (B,H,S,D) float32/float16/bfloat16;\n"
+    "                            K and V alike, Q may have another S (Sq != Skv)\n"
+    "  --grid T,H,W              token grid of the K/V sequence (enables cube order)\n"
+    "  --workload-heads N        heads of the built-in workload (default 2, or enough\n"
+    "                            for the --heads selection)\n"
+    "  --frames T --height H --width W   workload grid (default 8 x 32 x 32 = 8192 tokens;\n"
+    "                            T*H*W at most 2147483647)\n"
     "  --head-dim D              64 or 128 (default 128)\n"
-    "  --seed N                  workload seed (default 1)\n"
+    "  --seed N                  workload and k-means seed (default 1)\n"
+    "what to evaluate:\n"
+    "  --heads LIST              heads to evaluate, like 0,5,17 or 0-3,8 (default: all)\n"
+    "  --query-rows N            N query rows per head, row i = floor(i * Sq / N),\n"
+    "                            i = 0..N-1, each computed exactly over all keys (the\n"
+    "                            same outputs as those rows of a full run); N >= Sq:\n"
+    "                            every row (the default)\n"
     "methods:\n"
     "  --methods a,b,...         from: fp8-naive, sage2-8bit, vsmooth-8bit,\n"
     "                            vsmooth-expcast-8bit, sage3-4bit, vsmooth-4bit (default: all)\n"
@@ -48,10 +58,14 @@ static const char *k_eval_usage =
     "  --cube T,H,W              cube size of the static 3-D order (default 2,8,8)\n"
     "  --scale X                 softmax scale (default 1/sqrt(D))\n"
     "output:\n"
-    "  --json                    one JSON object per method on stdout\n"
-    "  --tv-stride N             rows sampled for the total variation (default 16)\n"
+    "  --json                    one JSON object per method on stdout, with a \"heads\"\n"
+    "                            array (schema: docs/eval-json.md); printed at the end\n"
+    "  --tv-stride N             mean_row_tv over every N-th evaluated row (default 16)\n"
     "  --threads N               CPU threads (default: all cores)\n"
-    "  --quiet                   no progress on stderr\n";
+    "  --quiet                   no progress on stderr (progress: per head, with the\n"
+    "                            elapsed time and an estimate of the time left)\n"
+    "\n"
+    "Exit codes: 0 success, 1 a library call or an input failed, 2 bad usage.\n";
 
 static const char *k_numerics_usage =
     "usage: vcattn numerics [--json] [--samples N]\n"
@@ -677,8 +691,8 @@ static int cmd_eval(int argc, char **argv) {
                    (long long)nr, (long long)Sq, (long long)Sq, (long long)nr, (long long)Skv);
         else
             printf("all %lld query rows per head, over all %lld keys\n", (long long)Sq, (long long)Skv);
-        printf("row TV on every %lld-th evaluated row (%lld rows per head and batch item)\n",
-               (long long)o.tv_stride, (long long)ntv);
+        printf("mean_row_tv over %lld evaluated rows per head and batch item (--tv-stride %lld)\n",
+               (long long)ntv, (long long)o.tv_stride);
         printf("V block-energy share removed by the 128-token block mean:");
         for (int i = 0; i < 3; ++i)
             if (share[i] >= 0.0) printf(" %s %.1f%%", k_order_names[i], 100.0 * share[i]);
