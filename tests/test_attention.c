@@ -474,6 +474,40 @@ TEST(sampled_rows_equal_full_rows) {
     problem_free(&pr);
 }
 
+/* Many sampled rows: the simulation packs up to 128 listed rows from up to
+ * 32 tiles into one task (rows every 41st: about 3 per tile, so packs hit
+ * the tile limit); the result must not depend on the packing or threads. */
+TEST(sampled_rows_packed_across_tiles) {
+    const int64_t Sq = 41 * 600, Skv = 300, D = 64, n = 600;
+    problem pr = problem_make(1, 1, Sq, Skv, D, 1.5, 2.0, 0.5);
+    int64_t *rows = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+    CHECK_STATUS(vcattn_strided_rows(Sq, n, rows), VCATTN_STATUS_SUCCESS);
+    CHECK(rows[1] == 41 && rows[n - 1] == 41 * (n - 1));
+    float *o_rows = alloc_floats(n * D), *lse_rows = alloc_floats(n);
+    const vcattn_method methods[3] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_SAGE3_4BIT};
+    for (int mi = 0; mi < 3; ++mi) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get(methods[mi], &cfg);
+        vcattn_attention_params full = params_of(&pr, pr.o2, pr.lse2);
+        CHECK_STATUS(vcattn_simulate_attention(&full, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            vcattn_attention_params sp = params_of(&pr, o_rows, lse_rows);
+            sp.o_stride[0] = sp.o_stride[1] = n * D;
+            sp.num_threads = threads;
+            CHECK_STATUS(vcattn_simulate_attention_rows(&sp, &cfg, NULL, rows, n, NULL), VCATTN_STATUS_SUCCESS);
+            int64_t mismatches = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                mismatches += memcmp(o_rows + i * D, pr.o2 + rows[i] * D, sizeof(float) * (size_t)D) != 0;
+                mismatches += memcmp(lse_rows + i, pr.lse2 + rows[i], sizeof(float)) != 0;
+            }
+            CHECK_MSG(mismatches == 0, "%s, %d threads: %lld sampled outputs differ", vcattn_method_name(methods[mi]),
+                      threads, (long long)mismatches);
+        }
+    }
+    free(rows); free(o_rows); free(lse_rows);
+    problem_free(&pr);
+}
+
 TEST(sampled_rows_rule_and_bad_lists) {
     int64_t rows[8];
     CHECK_STATUS(vcattn_strided_rows(10, 4, rows), VCATTN_STATUS_SUCCESS);
