@@ -2,6 +2,7 @@
  * The truth every method is measured against. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -83,22 +84,26 @@ VC_HOT_LOOPS static void ref_task(void *vctx, int64_t index, int worker) {
     double *scores = c->scratch + (size_t)worker * (size_t)(REF_ROWS * (Skv + D));
     double *acc = scores + REF_ROWS * Skv;
 
-    double qd[REF_ROWS][128];
+    /* Q transposed, (d, row): the score loop runs the rows' sums side by
+     * side (vectorized over rows), each row's sum still over d in order */
+    double qt[128][REF_ROWS];
+    memset(qt, 0, sizeof qt);
     for (int64_t r = r0; r < r1; ++r) {
         const float *q = vc_row(p->q, p->q_stride, b, h, c->rows ? c->rows[r] : r);
-        for (int64_t d = 0; d < D; ++d) qd[r - r0][d] = (double)q[d] * c->scale;
+        for (int64_t d = 0; d < D; ++d) qt[d][r - r0] = (double)q[d] * c->scale;
     }
     double mx[REF_ROWS];
     for (int64_t r = 0; r < r1 - r0; ++r) mx[r] = -INFINITY;
     for (int64_t j = 0; j < Skv; ++j) {
         const float *k = vc_row(p->k, p->k_stride, b, h, j);
-        double kd[128];
-        for (int64_t d = 0; d < D; ++d) kd[d] = (double)k[d];
+        double s[REF_ROWS] = {0.0};
+        for (int64_t d = 0; d < D; ++d) {
+            const double kv = (double)k[d];
+            for (int64_t r = 0; r < REF_ROWS; ++r) s[r] += qt[d][r] * kv;
+        }
         for (int64_t r = 0; r < r1 - r0; ++r) {
-            double s = 0.0;
-            for (int64_t d = 0; d < D; ++d) s += qd[r][d] * kd[d];
-            scores[r * Skv + j] = s;
-            if (s > mx[r]) mx[r] = s;
+            scores[r * Skv + j] = s[r];
+            if (s[r] > mx[r]) mx[r] = s[r];
         }
     }
     double sum[REF_ROWS];

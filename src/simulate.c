@@ -323,7 +323,7 @@ static tile_scratch tile_scratch_carve(double *base, int64_t D, int64_t nblk, in
 
 /* Exact softmax probabilities of one query row vs the simulated ones: the
  * row's total variation 0.5 * sum |p - p_q / l|. */
-static double row_total_variation(const sim_ctx *c, int64_t row, const float *pstore,
+VC_HOT_LOOPS static double row_total_variation(const sim_ctx *c, int64_t row, const float *pstore,
                                   const double *mstore, double m_final, double l) {
     const vcattn_attention_params *p = c->p;
     const head_data *hd = &c->hd;
@@ -332,16 +332,29 @@ static double row_total_variation(const sim_ctx *c, int64_t row, const float *ps
     double scale = vc_softmax_scale(p), mx = -INFINITY, sum = 0.0, tv = 0.0;
     double *s = (double *)malloc(sizeof(double) * (size_t)Skv);
     if (!s) return NAN;
-    for (int64_t j = 0; j < Skv; ++j) {
+    /* 8 keys at a time: independent dot products, each over d in order */
+    int64_t j = 0;
+    for (; j + 8 <= Skv; j += 8) {
+        const float *k[8];
+        double dot[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        for (int u = 0; u < 8; ++u) k[u] = vc_row(p->k, p->k_stride, c->b, c->h, orig_token(hd, j + u));
+        for (int64_t d = 0; d < D; ++d)
+            for (int u = 0; u < 8; ++u) dot[u] += (double)q[d] * k[u][d];
+        for (int u = 0; u < 8; ++u) {
+            s[j + u] = dot[u] * scale;
+            if (s[j + u] > mx) mx = s[j + u];
+        }
+    }
+    for (; j < Skv; ++j) {
         const float *k = vc_row(p->k, p->k_stride, c->b, c->h, orig_token(hd, j));
         double dot = 0.0;
         for (int64_t d = 0; d < D; ++d) dot += (double)q[d] * k[d];
         s[j] = dot * scale;
         if (s[j] > mx) mx = s[j];
     }
-    for (int64_t j = 0; j < Skv; ++j) sum += exp(s[j] - mx);
-    for (int64_t j = 0; j < Skv; ++j) {
-        double pe = exp(s[j] - mx) / sum;
+    for (j = 0; j < Skv; ++j) sum += (s[j] = exp(s[j] - mx));
+    for (j = 0; j < Skv; ++j) {
+        double pe = s[j] / sum;
         double pqn = (double)pstore[j] * exp2(mstore[j / VC_BLOCK_K] - m_final) / l;
         tv += fabs(pe - pqn);
     }
