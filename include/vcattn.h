@@ -204,6 +204,18 @@ vcattn_status vcattn_vsmooth_plan(const float *v, int64_t batch, int64_t heads, 
                                   const vcattn_kmeans_params *params, int32_t *perm,
                                   int32_t *labels, float *centroids);
 
+/* The same plan for heads first_head .. first_head + heads - 1 of a larger
+ * tensor, v pointing at head first_head (a view): each head gets exactly
+ * the permutation vcattn_vsmooth_plan gives it on the whole tensor (the
+ * initial centroids are drawn from a stream per (seed, batch, head index in
+ * the whole tensor)).  Outputs as vcattn_vsmooth_plan, for the view's heads;
+ * first_head < 0: INVALID_ARGUMENT. */
+vcattn_status vcattn_vsmooth_plan_heads(const float *v, int64_t batch, int64_t heads,
+                                        int64_t first_head, int64_t seq, int64_t head_dim,
+                                        const int64_t v_stride[3],
+                                        const vcattn_kmeans_params *params, int32_t *perm,
+                                        int32_t *labels, float *centroids);
+
 /* Static 3-D cube order over a T x H x W token grid (sequence = t-major
  * raster): cubes of ct x ch x cw tokens, cube by cube, raster inside. */
 vcattn_status vcattn_cube_permutation(int64_t frames, int64_t height, int64_t width, int64_t ct,

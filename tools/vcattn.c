@@ -617,7 +617,8 @@ static int cmd_eval(int argc, char **argv) {
         progress(" reference %.1f s", now_seconds() - ts);
 
         ts = now_seconds();
-        st = vcattn_vsmooth_plan(vh, B, 1, Skv, D, ks, &o.km, perm, NULL, NULL);
+        /* the plan this head gets in a whole-tensor call (its own seed stream) */
+        st = vcattn_vsmooth_plan_heads(vh, B, 1, h, Skv, D, ks, &o.km, perm, NULL, NULL);
         if (st) { progress("\n"); rc = fail("vsmooth_plan", st); goto done; }
         progress(", k-means %.1f s", now_seconds() - ts);
         if (Skv >= 128) {
