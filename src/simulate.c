@@ -324,7 +324,7 @@ static tile_scratch tile_scratch_carve(double *base, int64_t D, int64_t nblk, in
 /* Exact softmax probabilities of one query row vs the simulated ones: the
  * row's total variation 0.5 * sum |p - p_q / l|. */
 VC_HOT_LOOPS static double row_total_variation(const sim_ctx *c, int64_t row, const float *pstore,
-                                  const double *mstore, double m_final, double l) {
+                                               const double *mstore, double m_final, double l) {
     const vcattn_attention_params *p = c->p;
     const head_data *hd = &c->hd;
     const int64_t D = p->head_dim, Skv = p->seq_kv;
