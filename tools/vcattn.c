@@ -310,8 +310,10 @@ static int parse_eval(int argc, char **argv, eval_options *o) {
                         "(see 'vcattn eval --help')\n", a, val);
                 return EXIT_USAGE;
             }
-            if (!strcmp(a, "--workload-heads")) o->wl.heads = n, o->workload_heads_set = 1;
-            else if (!strcmp(a, "--frames")) o->wl.frames = n;
+            if (!strcmp(a, "--workload-heads")) {
+                o->wl.heads = n;
+                o->workload_heads_set = 1;
+            } else if (!strcmp(a, "--frames")) o->wl.frames = n;
             else if (!strcmp(a, "--height")) o->wl.height = n;
             else o->wl.width = n;
             ++i;
