@@ -76,6 +76,23 @@ vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p)
 /* Exact attention: FP64 accumulation of scores, softmax and output. */
 vcattn_status vcattn_reference_attention(const vcattn_attention_params *p);
 
+/* ---- query-row sampling ---------------------------------------------------------
+ * The *_rows variants compute only the query rows rows[0..n_rows) of every
+ * (batch, head), each EXACTLY over all Skv keys (nothing about the keys is
+ * sampled).  rows: strictly ascending, in [0, seq_q), n_rows >= 1, else
+ * INVALID_ARGUMENT.  Outputs are compact, indexed by the position i of the
+ * row in the list instead of the sequence position: p->o row (b, h, i) at
+ * b*o_stride[0] + h*o_stride[1] + i*o_stride[2] (o_stride must describe a
+ * (B, H, n_rows, D) view), p->lse (B, H, n_rows) contiguous.  Every output
+ * row is bit-identical to row rows[i] of the full call. */
+
+/* rows[i] = floor(i * seq_q / n_rows) for i in [0, n_rows): n_rows rows
+ * evenly strided over [0, seq_q), the first one row 0.  1 <= n_rows <= seq_q. */
+vcattn_status vcattn_strided_rows(int64_t seq_q, int64_t n_rows, int64_t *rows);
+
+vcattn_status vcattn_reference_attention_rows(const vcattn_attention_params *p,
+                                              const int64_t *rows, int64_t n_rows);
+
 /* ---- methods ---------------------------------------------------------------- */
 
 typedef enum vcattn_method {
@@ -152,6 +169,19 @@ vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
                                         const vcattn_method_config *config,
                                         const int32_t *perm, vcattn_sim_outputs *extra);
 
+/* The simulation of the listed query rows only (the sampling rules above).
+ * The numerics are the full call's: K and V are prepared over the whole
+ * sequence, and each listed row's Q is quantized (and, for smooth_q,
+ * demeaned) together with its whole 128-row tile, so the outputs are
+ * bit-identical to the same rows of vcattn_simulate_attention.  The extra
+ * outputs are compact too: o_pq_v and o_f64 (B, H, n_rows, D), row_tv
+ * (B, H, ceil(n_rows / tv_row_stride)) for list positions i with
+ * i % tv_row_stride == 0. */
+vcattn_status vcattn_simulate_attention_rows(const vcattn_attention_params *p,
+                                             const vcattn_method_config *config,
+                                             const int32_t *perm, const int64_t *rows,
+                                             int64_t n_rows, vcattn_sim_outputs *extra);
+
 /* ---- V-Smooth planner -------------------------------------------------------------
  * Plain k-means (Lloyd) over the value tokens of each (batch, head);
  * permutation = stable argsort of the labels (clusters contiguous, ascending
@@ -176,6 +206,18 @@ vcattn_status vcattn_vsmooth_plan(const float *v, int64_t batch, int64_t heads, 
                                   int64_t head_dim, const int64_t v_stride[3],
                                   const vcattn_kmeans_params *params, int32_t *perm,
                                   int32_t *labels, float *centroids);
+
+/* The same plan for heads first_head .. first_head + heads - 1 of a larger
+ * tensor, v pointing at head first_head (a view): each head gets exactly
+ * the permutation vcattn_vsmooth_plan gives it on the whole tensor (the
+ * initial centroids are drawn from a stream per (seed, batch, head index in
+ * the whole tensor)).  Outputs as vcattn_vsmooth_plan, for the view's heads;
+ * first_head < 0: INVALID_ARGUMENT. */
+vcattn_status vcattn_vsmooth_plan_heads(const float *v, int64_t batch, int64_t heads,
+                                        int64_t first_head, int64_t seq, int64_t head_dim,
+                                        const int64_t v_stride[3],
+                                        const vcattn_kmeans_params *params, int32_t *perm,
+                                        int32_t *labels, float *centroids);
 
 /* Static 3-D cube order over a T x H x W token grid (sequence = t-major
  * raster): cubes of ct x ch x cw tokens, cube by cube, raster inside. */

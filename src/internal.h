@@ -67,5 +67,10 @@ double vc_softmax_scale(const vcattn_attention_params *p);
 /* The per-head Q multiplier g_h the workload generator uses for slice (b, h)
  * (1 when head_scale_min/max are 0); for tools that describe a workload. */
 double vc_workload_head_scale(const vcattn_workload_params *p, int64_t b, int64_t h);
+/* The checks of the *_rows calls: p as vcattn_attention_params_validate, except
+ * that o's strides describe (B, H, n_rows, D); rows strictly ascending in
+ * [0, seq_q). */
+vcattn_status vc_rows_params_validate(const vcattn_attention_params *p, const int64_t *rows,
+                                      int64_t n_rows);
 
 #endif

@@ -2,6 +2,7 @@
  * The truth every method is measured against. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -66,6 +67,8 @@ double vc_softmax_scale(const vcattn_attention_params *p) {
 typedef struct {
     const vcattn_attention_params *p;
     double scale;
+    const int64_t *rows; /* query rows to compute (NULL: all); output row i is rows[i] */
+    int64_t n_out;       /* output rows per (batch, head): n_rows, or seq_q */
     int64_t row_tiles;
     double *scratch; /* per worker: REF_ROWS * Skv scores + REF_ROWS * D output */
 } ref_ctx;
@@ -76,26 +79,31 @@ VC_HOT_LOOPS static void ref_task(void *vctx, int64_t index, int worker) {
     const int64_t D = p->head_dim, Skv = p->seq_kv;
     int64_t bh = index / c->row_tiles, tile = index % c->row_tiles;
     int64_t b = bh / p->heads, h = bh % p->heads;
-    int64_t r0 = tile * REF_ROWS, r1 = r0 + REF_ROWS < p->seq_q ? r0 + REF_ROWS : p->seq_q;
+    /* r0..r1 index output rows; the query is row src(r) of the sequence */
+    int64_t r0 = tile * REF_ROWS, r1 = r0 + REF_ROWS < c->n_out ? r0 + REF_ROWS : c->n_out;
     double *scores = c->scratch + (size_t)worker * (size_t)(REF_ROWS * (Skv + D));
     double *acc = scores + REF_ROWS * Skv;
 
-    double qd[REF_ROWS][128];
+    /* Q transposed, (d, row): the score loop runs the rows' sums side by
+     * side (vectorized over rows), each row's sum still over d in order */
+    double qt[128][REF_ROWS];
+    memset(qt, 0, sizeof qt);
     for (int64_t r = r0; r < r1; ++r) {
-        const float *q = vc_row(p->q, p->q_stride, b, h, r);
-        for (int64_t d = 0; d < D; ++d) qd[r - r0][d] = (double)q[d] * c->scale;
+        const float *q = vc_row(p->q, p->q_stride, b, h, c->rows ? c->rows[r] : r);
+        for (int64_t d = 0; d < D; ++d) qt[d][r - r0] = (double)q[d] * c->scale;
     }
     double mx[REF_ROWS];
     for (int64_t r = 0; r < r1 - r0; ++r) mx[r] = -INFINITY;
     for (int64_t j = 0; j < Skv; ++j) {
         const float *k = vc_row(p->k, p->k_stride, b, h, j);
-        double kd[128];
-        for (int64_t d = 0; d < D; ++d) kd[d] = (double)k[d];
+        double s[REF_ROWS] = {0.0};
+        for (int64_t d = 0; d < D; ++d) {
+            const double kv = (double)k[d];
+            for (int64_t r = 0; r < REF_ROWS; ++r) s[r] += qt[d][r] * kv;
+        }
         for (int64_t r = 0; r < r1 - r0; ++r) {
-            double s = 0.0;
-            for (int64_t d = 0; d < D; ++d) s += qd[r][d] * kd[d];
-            scores[r * Skv + j] = s;
-            if (s > mx[r]) mx[r] = s;
+            scores[r * Skv + j] = s[r];
+            if (s[r] > mx[r]) mx[r] = s[r];
         }
     }
     double sum[REF_ROWS];
@@ -123,13 +131,12 @@ VC_HOT_LOOPS static void ref_task(void *vctx, int64_t index, int worker) {
         float *o = p->o + b * p->o_stride[0] + h * p->o_stride[1] + r * p->o_stride[2];
         double inv = 1.0 / sum[r - r0];
         for (int64_t d = 0; d < D; ++d) o[d] = (float)(acc[(r - r0) * D + d] * inv);
-        if (p->lse) p->lse[(b * p->heads + h) * p->seq_q + r] = (float)(mx[r - r0] + log(sum[r - r0]));
+        if (p->lse) p->lse[(b * p->heads + h) * c->n_out + r] = (float)(mx[r - r0] + log(sum[r - r0]));
     }
 }
 
-vcattn_status vcattn_reference_attention(const vcattn_attention_params *p) {
-    vcattn_status st = vcattn_attention_params_validate(p);
-    if (st) return st;
+static vcattn_status reference_run(const vcattn_attention_params *p, const int64_t *rows,
+                                   int64_t n_out) {
     if (vc_has_non_finite(p->q, p->batch, p->heads, p->seq_q, p->head_dim, p->q_stride) ||
         vc_has_non_finite(p->k, p->batch, p->heads, p->seq_kv, p->head_dim, p->k_stride) ||
         vc_has_non_finite(p->v, p->batch, p->heads, p->seq_kv, p->head_dim, p->v_stride))
@@ -137,7 +144,9 @@ vcattn_status vcattn_reference_attention(const vcattn_attention_params *p) {
     ref_ctx c;
     c.p = p;
     c.scale = vc_softmax_scale(p);
-    c.row_tiles = (p->seq_q + REF_ROWS - 1) / REF_ROWS;
+    c.rows = rows;
+    c.n_out = n_out;
+    c.row_tiles = (n_out + REF_ROWS - 1) / REF_ROWS;
     int workers = vc_thread_count(p->num_threads);
     int64_t per_worker;
     if (!vc_mul_i64(REF_ROWS, p->seq_kv + p->head_dim, &per_worker) ||
@@ -147,5 +156,44 @@ vcattn_status vcattn_reference_attention(const vcattn_attention_params *p) {
     if (!c.scratch) return VCATTN_STATUS_OUT_OF_MEMORY;
     vc_parallel_for(p->batch * p->heads * c.row_tiles, workers, ref_task, &c);
     free(c.scratch);
+    return VCATTN_STATUS_SUCCESS;
+}
+
+vcattn_status vcattn_reference_attention(const vcattn_attention_params *p) {
+    vcattn_status st = vcattn_attention_params_validate(p);
+    if (st) return st;
+    return reference_run(p, NULL, p->seq_q);
+}
+
+vcattn_status vc_rows_params_validate(const vcattn_attention_params *p, const int64_t *rows,
+                                      int64_t n_rows) {
+    if (!p) return VCATTN_STATUS_NULL_POINTER;
+    /* o holds n_rows rows per (batch, head), not seq_q: everything else is
+     * checked as for the full call, o's strides against n_rows below */
+    vcattn_attention_params full = *p;
+    set_contiguous(full.o_stride, p->heads, p->seq_q, p->head_dim);
+    vcattn_status st = vcattn_attention_params_validate(&full);
+    if (st) return st;
+    if (!rows) return VCATTN_STATUS_NULL_POINTER;
+    if (n_rows < 1 || n_rows > p->seq_q) return VCATTN_STATUS_INVALID_ARGUMENT;
+    for (int64_t i = 0; i < n_rows; ++i)
+        if (rows[i] < 0 || rows[i] >= p->seq_q || (i > 0 && rows[i] <= rows[i - 1]))
+            return VCATTN_STATUS_INVALID_ARGUMENT;
+    return vc_check_strides(p->batch, p->heads, n_rows, p->head_dim, p->o_stride);
+}
+
+vcattn_status vcattn_reference_attention_rows(const vcattn_attention_params *p,
+                                              const int64_t *rows, int64_t n_rows) {
+    vcattn_status st = vc_rows_params_validate(p, rows, n_rows);
+    if (st) return st;
+    return reference_run(p, rows, n_rows);
+}
+
+vcattn_status vcattn_strided_rows(int64_t seq_q, int64_t n_rows, int64_t *rows) {
+    if (!rows) return VCATTN_STATUS_NULL_POINTER;
+    if (seq_q < 1 || n_rows < 1 || n_rows > seq_q) return VCATTN_STATUS_INVALID_ARGUMENT;
+    /* the attention calls refuse seq_q > INT32_MAX, so i * seq_q < 2^62 fits */
+    if (seq_q > INT32_MAX) return VCATTN_STATUS_SIZE_OVERFLOW;
+    for (int64_t i = 0; i < n_rows; ++i) rows[i] = i * seq_q / n_rows;
     return VCATTN_STATUS_SUCCESS;
 }

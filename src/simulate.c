@@ -53,6 +53,15 @@ typedef struct {
     double sml2e;        /* softmax scale * log2(e), the score -> log2 factor */
     float p_log2_offset; /* subtracted from the row max (P's static scale) */
     double lse_log2_bias;
+    /* query-row sampling (vcattn_simulate_attention_rows): task t computes
+     * the listed rows rows[task_first[t] .. task_first[t+1]) (at most 128,
+     * from at most task_sources tiles); outputs are indexed by list
+     * position.  rows = NULL: task t is tile t, every row, outputs by
+     * sequence position. */
+    const int64_t *rows;
+    int64_t n_out; /* output rows per (batch, head): n_rows, or seq_q */
+    int64_t *task_first;
+    int64_t task_sources; /* most source tiles a task spans (1 for a full run) */
     vcattn_status status;
     /* per-worker scratch */
     double **scratch;
@@ -272,34 +281,37 @@ static void prepare_v(sim_ctx *c) {
 /* ---- one 128-query tile ---------------------------------------------------------------- */
 
 typedef struct {
-    float *qc;       /* [128][D] Q code values (exact in FP32) */
+    float *qc;       /* [128][D] Q code values (exact in FP32) of the task's rows */
+    float *qtile;    /* [128][D] one source tile's Q code values */
     double *s;       /* [128][128] block scores */
     double *o, *oe;  /* [128][D] running output, and P_q times exact V */
     double *pq;      /* [128] one row's quantized P */
     double *acc;     /* [D] */
-    float *delta;    /* [nblk*128] Q-smoothing score term per key */
+    float *delta;    /* [sources][nblk*128] Q-smoothing score term per key, per source tile */
     float *pstore;   /* [128][nblk*128] quantized P of sampled rows (row_tv) */
     double *mstore;  /* [128][nblk] running max at each block (row_tv) */
 } tile_scratch;
 
-static size_t tile_scratch_doubles(int64_t D, int64_t nblk, int want_tv) {
+static size_t tile_scratch_doubles(int64_t D, int64_t nblk, int want_tv, int64_t sources) {
     size_t keys = (size_t)nblk * VC_BLOCK_K;
-    size_t n = 128 * (size_t)D * 3 + 128 * 128 + 128 + (size_t)D + keys / 2 + 1;
+    size_t n = 128 * (size_t)D * 4 + 128 * 128 + 128 + (size_t)D + (size_t)sources * keys / 2 + 1;
     if (want_tv) n += 128 * keys / 2 + 1 + 128 * (size_t)nblk;
     return n;
 }
 
-static tile_scratch tile_scratch_carve(double *base, int64_t D, int64_t nblk, int want_tv) {
+static tile_scratch tile_scratch_carve(double *base, int64_t D, int64_t nblk, int want_tv,
+                                       int64_t sources) {
     tile_scratch t;
     size_t keys = (size_t)nblk * VC_BLOCK_K;
     t.qc = (float *)base; /* 128*D doubles reserved: room to spare */
-    t.s = base + 128 * D;
+    t.qtile = (float *)(base + 128 * D);
+    t.s = base + 2 * 128 * D;
     t.o = t.s + 128 * 128;
     t.oe = t.o + 128 * D;
     t.pq = t.oe + 128 * D;
     t.acc = t.pq + 128;
     t.delta = (float *)(t.acc + D);
-    double *next = t.acc + D + keys / 2 + 1;
+    double *next = t.acc + D + (size_t)sources * keys / 2 + 1;
     t.pstore = want_tv ? (float *)next : NULL;
     t.mstore = want_tv ? next + 128 * keys / 2 + 1 : NULL;
     return t;
@@ -307,8 +319,8 @@ static tile_scratch tile_scratch_carve(double *base, int64_t D, int64_t nblk, in
 
 /* Exact softmax probabilities of one query row vs the simulated ones: the
  * row's total variation 0.5 * sum |p - p_q / l|. */
-static double row_total_variation(const sim_ctx *c, int64_t row, const float *pstore,
-                                  const double *mstore, double m_final, double l) {
+VC_HOT_LOOPS static double row_total_variation(const sim_ctx *c, int64_t row, const float *pstore,
+                                               const double *mstore, double m_final, double l) {
     const vcattn_attention_params *p = c->p;
     const head_data *hd = &c->hd;
     const int64_t D = p->head_dim, Skv = p->seq_kv;
@@ -316,16 +328,29 @@ static double row_total_variation(const sim_ctx *c, int64_t row, const float *ps
     double scale = vc_softmax_scale(p), mx = -INFINITY, sum = 0.0, tv = 0.0;
     double *s = (double *)malloc(sizeof(double) * (size_t)Skv);
     if (!s) return NAN;
-    for (int64_t j = 0; j < Skv; ++j) {
+    /* 8 keys at a time: independent dot products, each over d in order */
+    int64_t j = 0;
+    for (; j + 8 <= Skv; j += 8) {
+        const float *k[8];
+        double dot[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+        for (int u = 0; u < 8; ++u) k[u] = vc_row(p->k, p->k_stride, c->b, c->h, orig_token(hd, j + u));
+        for (int64_t d = 0; d < D; ++d)
+            for (int u = 0; u < 8; ++u) dot[u] += (double)q[d] * k[u][d];
+        for (int u = 0; u < 8; ++u) {
+            s[j + u] = dot[u] * scale;
+            if (s[j + u] > mx) mx = s[j + u];
+        }
+    }
+    for (; j < Skv; ++j) {
         const float *k = vc_row(p->k, p->k_stride, c->b, c->h, orig_token(hd, j));
         double dot = 0.0;
         for (int64_t d = 0; d < D; ++d) dot += (double)q[d] * k[d];
         s[j] = dot * scale;
         if (s[j] > mx) mx = s[j];
     }
-    for (int64_t j = 0; j < Skv; ++j) sum += exp(s[j] - mx);
-    for (int64_t j = 0; j < Skv; ++j) {
-        double pe = exp(s[j] - mx) / sum;
+    for (j = 0; j < Skv; ++j) sum += (s[j] = exp(s[j] - mx));
+    for (j = 0; j < Skv; ++j) {
+        double pe = s[j] / sum;
         double pqn = (double)pstore[j] * exp2(mstore[j / VC_BLOCK_K] - m_final) / l;
         tv += fabs(pe - pqn);
     }
@@ -333,46 +358,89 @@ static double row_total_variation(const sim_ctx *c, int64_t row, const float *ps
     return 0.5 * tv;
 }
 
-VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
+VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
     sim_ctx *c = (sim_ctx *)vctx;
     const vcattn_attention_params *p = c->p;
     const vcattn_method_config *cfg = c->cfg;
     const head_data *hd = &c->hd;
-    const int64_t D = p->head_dim, Skv = p->seq_kv, Sq = p->seq_q;
-    const int64_t q0 = tile * VC_TILE_Q;
-    const int64_t rows = Sq - q0 < VC_TILE_Q ? Sq - q0 : VC_TILE_Q;
-    const int want_tv = c->extra && c->extra->row_tv;
-    tile_scratch t = tile_scratch_carve(c->scratch[worker], D, hd->nblk, want_tv);
-
-    /* ---- Q: load (zero padding past Sq), smooth, quantize ---- */
-    float qraw[VC_TILE_Q * 128];
-    memset(qraw, 0, sizeof qraw);
-    for (int64_t i = 0; i < rows; ++i)
-        memcpy(qraw + i * D, vc_row(p->q, p->q_stride, c->b, c->h, q0 + i), sizeof(float) * (size_t)D);
-    int64_t keys = hd->nblk * VC_BLOCK_K;
-    for (int64_t j = 0; j < keys; ++j) t.delta[j] = 0.0f;
-    if (cfg->smooth_q) {
-        /* SageAttention3: subtract the tile's mean (padding rows included) and
-         * add its score term delta_j = mean . k_j back before the softmax */
-        float qm[128];
-        for (int64_t d = 0; d < D; ++d) {
-            double s = 0.0;
-            for (int64_t i = 0; i < VC_TILE_Q; ++i) s += qraw[i * D + d];
-            qm[d] = (float)(s / VC_TILE_Q);
+    const int64_t D = p->head_dim, Skv = p->seq_kv, Sq = p->seq_q, Nout = c->n_out;
+    /* The rows this task computes, in slots i = 0..nsel-1: sequence row
+     * seq_row[i], output row out_row[i], source tile src[i] (the 128-row
+     * tile holding it).  A full run computes one tile, every row; a sampled
+     * run packs the listed rows of several consecutive tiles into one task,
+     * so each K/V block is read once for up to 128 rows. */
+    int64_t seq_row[VC_TILE_Q], out_row[VC_TILE_Q], src_tile[VC_TILE_Q], nsel = 0, nsrc = 0;
+    int src[VC_TILE_Q];
+    if (c->rows) {
+        for (int64_t k = c->task_first[task]; k < c->task_first[task + 1]; ++k, ++nsel) {
+            seq_row[nsel] = c->rows[k];
+            out_row[nsel] = k;
+            if (nsrc == 0 || c->rows[k] / VC_TILE_Q != src_tile[nsrc - 1]) src_tile[nsrc++] = c->rows[k] / VC_TILE_Q;
+            src[nsel] = (int)(nsrc - 1);
         }
-        for (int64_t i = 0; i < VC_TILE_Q; ++i)
-            for (int64_t d = 0; d < D; ++d) qraw[i * D + d] -= qm[d];
-        for (int64_t j = 0; j < Skv; ++j) {
-            double s = 0.0;
-            for (int64_t d = 0; d < D; ++d) s += (double)qm[d] * hd->ksm[j * D + d];
-            t.delta[j] = (float)R(c, s);
+    } else {
+        src_tile[nsrc++] = task;
+        for (int64_t r = task * VC_TILE_Q; r < Sq && nsel < VC_TILE_Q; ++r, ++nsel) {
+            seq_row[nsel] = out_row[nsel] = r;
+            src[nsel] = 0;
         }
     }
-    int64_t group_of[VC_TILE_Q];
-    for (int64_t i = 0; i < VC_TILE_Q; ++i) group_of[i] = q_group_of_row(cfg->qk_granularity, i);
-    int64_t groups = cfg->qk_granularity == VCATTN_QK_GRANULARITY_THREAD ? 64 : 1;
+    const int want_tv = c->extra && c->extra->row_tv;
+    tile_scratch t = tile_scratch_carve(c->scratch[worker], D, hd->nblk, want_tv, c->task_sources);
+    int64_t keys = hd->nblk * VC_BLOCK_K;
     float qscale[VC_TILE_Q];
-    quantize_qk_rows(cfg, qraw, VC_TILE_Q, D, group_of, groups, t.qc, qscale);
+
+    /* ---- Q, per source tile: load (zero padding past Sq), smooth, quantize
+     * the WHOLE tile, as a full run does (its scale groups and the Q mean
+     * span the tile), then keep the code rows of this task's rows ---- */
+    for (int64_t si = 0; si < nsrc; ++si) {
+        const int64_t q0 = src_tile[si] * VC_TILE_Q;
+        const int64_t rows = Sq - q0 < VC_TILE_Q ? Sq - q0 : VC_TILE_Q;
+        float *delta = t.delta + si * keys;
+        float qraw[VC_TILE_Q * 128];
+        memset(qraw, 0, sizeof qraw);
+        for (int64_t i = 0; i < rows; ++i)
+            memcpy(qraw + i * D, vc_row(p->q, p->q_stride, c->b, c->h, q0 + i), sizeof(float) * (size_t)D);
+        for (int64_t j = 0; j < keys; ++j) delta[j] = 0.0f;
+        if (cfg->smooth_q) {
+            /* SageAttention3: subtract the tile's mean (padding rows included) and
+             * add its score term delta_j = mean . k_j back before the softmax */
+            float qm[128];
+            for (int64_t d = 0; d < D; ++d) {
+                double s = 0.0;
+                for (int64_t i = 0; i < VC_TILE_Q; ++i) s += qraw[i * D + d];
+                qm[d] = (float)(s / VC_TILE_Q);
+            }
+            for (int64_t i = 0; i < VC_TILE_Q; ++i)
+                for (int64_t d = 0; d < D; ++d) qraw[i * D + d] -= qm[d];
+            /* 8 keys at a time: independent sums (each still over d in order, so
+             * the same bits) instead of one long dependency chain; this is per
+             * tile, so with sampled rows it is paid for every tile touched */
+            int64_t j = 0;
+            for (; j + 8 <= Skv; j += 8) {
+                double s8[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+                const float *k0 = hd->ksm + j * D;
+                for (int64_t d = 0; d < D; ++d)
+                    for (int u = 0; u < 8; ++u) s8[u] += (double)qm[d] * k0[u * D + d];
+                for (int u = 0; u < 8; ++u) delta[j + u] = (float)R(c, s8[u]);
+            }
+            for (; j < Skv; ++j) {
+                double s = 0.0;
+                for (int64_t d = 0; d < D; ++d) s += (double)qm[d] * hd->ksm[j * D + d];
+                delta[j] = (float)R(c, s);
+            }
+        }
+        int64_t group_of[VC_TILE_Q];
+        for (int64_t i = 0; i < VC_TILE_Q; ++i) group_of[i] = q_group_of_row(cfg->qk_granularity, i);
+        int64_t groups = cfg->qk_granularity == VCATTN_QK_GRANULARITY_THREAD ? 64 : 1;
+        float tscale[VC_TILE_Q];
+        quantize_qk_rows(cfg, qraw, VC_TILE_Q, D, group_of, groups, t.qtile, tscale);
+        for (int64_t i = 0; i < nsel; ++i)
+            if (src[i] == si) {
+                memcpy(t.qc + i * D, t.qtile + (seq_row[i] - q0) * D, sizeof(float) * (size_t)D);
+                qscale[i] = tscale[seq_row[i] - q0];
+            }
+    }
 
     double m[VC_TILE_Q], l[VC_TILE_Q], cq[VC_TILE_Q];
     /* The quantized pipeline follows the kernel (src/cuda/attention/): the
@@ -384,7 +452,7 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
     const int quad = c->fp32_pipeline && cfg->rowsum_from_quantized_p;
     double l4[VC_TILE_Q][4], rprev[VC_TILE_Q][4];
     const double *mu_prev = NULL;
-    for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t i = 0; i < nsel; ++i) {
         m[i] = -INFINITY;
         l[i] = 0.0;
         cq[i] = R(c, (double)c->sml2e * qscale[i]);
@@ -404,16 +472,20 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
         /* S = Q K^T for the block (vectorized over keys).  The quantized path
          * accumulates in FP32 like the tensor core (exact for INT8 codes:
          * |sum| < 2^24); the exact path in FP64. */
-        for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t i = 0; i < nsel; ++i) {
             double *s = t.s + i * VC_BLOCK_K;
             const float *qr = t.qc + i * D;
             if (c->fp32_pipeline) {
-                float sf[VC_BLOCK_K] = {0};
-                for (int64_t d = 0; d < D; ++d) {
-                    const float qv = qr[d], *kr = kt + d * VC_BLOCK_K;
-                    for (int64_t j = 0; j < VC_BLOCK_K; ++j) sf[j] += qv * kr[j];
+                /* 32 keys at a time so the accumulators stay in registers
+                 * (each still sums over d in order: the same bits) */
+                for (int64_t jc = 0; jc < VC_BLOCK_K; jc += 32) {
+                    float sf[32] = {0};
+                    for (int64_t d = 0; d < D; ++d) {
+                        const float qv = qr[d], *kr = kt + d * VC_BLOCK_K + jc;
+                        for (int64_t j = 0; j < 32; ++j) sf[j] += qv * kr[j];
+                    }
+                    for (int64_t j = 0; j < 32; ++j) s[jc + j] = sf[j];
                 }
-                for (int64_t j = 0; j < VC_BLOCK_K; ++j) s[j] = sf[j];
             } else {
                 for (int64_t j = 0; j < VC_BLOCK_K; ++j) s[j] = 0.0;
                 for (int64_t d = 0; d < D; ++d) {
@@ -424,12 +496,13 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
             }
         }
 
-        for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t i = 0; i < nsel; ++i) {
             const double *s = t.s + i * VC_BLOCK_K;
+            const float *delta = t.delta + src[i] * keys;
             double tt[VC_BLOCK_K], cc[VC_BLOCK_K], sd[VC_BLOCK_K];
             double rowmax = -INFINITY;
             for (int64_t j = 0; j < nvalid; ++j) {
-                sd[j] = R(c, t.delta[j0 + j] + s[j]); /* the accumulator the kernel holds */
+                sd[j] = R(c, delta[j0 + j] + s[j]); /* the accumulator the kernel holds */
                 cc[j] = R(c, cq[i] * ks[j]);          /* per (row group, key group) factor */
                 tt[j] = R(c, sd[j] * cc[j]);          /* score in log2 units */
                 if (tt[j] > rowmax) rowmax = tt[j];
@@ -560,7 +633,7 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
         mu_prev = mu;
     }
     if (quad)
-        for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t i = 0; i < nsel; ++i) {
             /* the last block's mean term on the CUDA cores; l's partials */
             const float s01 = vc_rowsum_f16_split((float)rprev[i][0]) + vc_rowsum_f16_split((float)rprev[i][1]);
             const float s23 = vc_rowsum_f16_split((float)rprev[i][2]) + vc_rowsum_f16_split((float)rprev[i][3]);
@@ -571,17 +644,17 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
         }
 
     /* ---- epilogue: normalize, channel scale, LSE ---- */
-    for (int64_t i = 0; i < rows; ++i) {
-        const int64_t row = q0 + i;
-        float *out = p->o + c->b * p->o_stride[0] + c->h * p->o_stride[1] + row * p->o_stride[2];
+    for (int64_t i = 0; i < nsel; ++i) {
+        const int64_t row = seq_row[i], orw = out_row[i];
+        float *out = p->o + c->b * p->o_stride[0] + c->h * p->o_stride[1] + orw * p->o_stride[2];
         double inv_l = 1.0 / l[i];
         for (int64_t d = 0; d < D; ++d) out[d] = (float)(t.o[i * D + d] * inv_l * hd->chan_scale[d]);
         if (c->extra && c->extra->o_f64) {
-            double *od = c->extra->o_f64 + ((c->b * p->heads + c->h) * Sq + row) * D;
+            double *od = c->extra->o_f64 + ((c->b * p->heads + c->h) * Nout + orw) * D;
             for (int64_t d = 0; d < D; ++d) od[d] = t.o[i * D + d] * inv_l * hd->chan_scale[d];
         }
         if (c->extra && c->extra->o_pq_v) {
-            float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Sq + row) * D;
+            float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Nout + orw) * D;
             for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t.oe[i * D + d] * inv_l);
         }
         if (p->lse) {
@@ -590,11 +663,11 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t tile, int worker) {
             double qk = 0.0;
             for (int64_t d = 0; d < D; ++d) qk += (double)q[d] * hd->kmean[d];
             double lse2 = m[i] + log2(l[i]) - c->lse_log2_bias;
-            p->lse[(c->b * p->heads + c->h) * Sq + row] = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
+            p->lse[(c->b * p->heads + c->h) * Nout + orw] = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
         }
-        if (want_tv && row % c->extra->tv_row_stride == 0) {
-            int64_t nsamp = (Sq + c->extra->tv_row_stride - 1) / c->extra->tv_row_stride;
-            c->extra->row_tv[(c->b * p->heads + c->h) * nsamp + row / c->extra->tv_row_stride] =
+        if (want_tv && orw % c->extra->tv_row_stride == 0) {
+            int64_t nsamp = (Nout + c->extra->tv_row_stride - 1) / c->extra->tv_row_stride;
+            c->extra->row_tv[(c->b * p->heads + c->h) * nsamp + orw / c->extra->tv_row_stride] =
                 row_total_variation(c, row, t.pstore + i * keys, t.mstore + i * hd->nblk, m[i], l[i]);
         }
     }
@@ -622,11 +695,11 @@ static int perm_is_valid(const int32_t *perm, int64_t n, unsigned char *seen) {
     return 1;
 }
 
-vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
-                                        const vcattn_method_config *config,
-                                        const int32_t *perm, vcattn_sim_outputs *extra) {
-    vcattn_status st = vcattn_attention_params_validate(p);
-    if (st) return st;
+/* rows = NULL: every query row (n_rows unused); p already validated. */
+static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn_method_config *config,
+                                  const int32_t *perm, const int64_t *rows, int64_t n_rows,
+                                  vcattn_sim_outputs *extra) {
+    vcattn_status st = VCATTN_STATUS_SUCCESS;
     if (!config) return VCATTN_STATUS_NULL_POINTER;
     if ((st = check_config(config))) return st;
     if (extra && extra->row_tv && extra->tv_row_stride < 1) return VCATTN_STATUS_INVALID_ARGUMENT;
@@ -649,17 +722,52 @@ vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
                       : config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ? log2(VC_EXPCAST_TAIL_P_SCALE)
                                                                          : 0.0;
     c.tiles = (p->seq_q + VC_TILE_Q - 1) / VC_TILE_Q;
+    c.n_out = p->seq_q;
+    int64_t tasks = c.tiles;
+    c.task_sources = 1;
+    int workers = vc_thread_count(p->num_threads);
+    if (rows) {
+        /* Pack consecutive listed rows into tasks of up to 128 rows from up
+         * to SIM_TASK_SOURCES tiles: each task reads every K/V block once for
+         * all its rows (one tile's few sampled rows alone would make the run
+         * memory-bound), yet there are enough tasks for every worker. */
+        enum { SIM_TASK_SOURCES = 32 };
+        int64_t pack = (n_rows + 4 * (int64_t)workers - 1) / (4 * (int64_t)workers);
+        if (pack > VC_TILE_Q) pack = VC_TILE_Q;
+        if (pack < 1) pack = 1;
+        c.rows = rows;
+        c.n_out = n_rows;
+        c.task_sources = SIM_TASK_SOURCES;
+        c.task_first = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_rows + 1));
+        if (!c.task_first) return VCATTN_STATUS_OUT_OF_MEMORY;
+        tasks = 0;
+        int64_t in_task = 0, sources = 0, last_tile = -1;
+        for (int64_t i = 0; i < n_rows; ++i) {
+            int64_t tile = rows[i] / VC_TILE_Q;
+            int new_source = tile != last_tile;
+            if (tasks == 0 || in_task == pack || (new_source && sources == SIM_TASK_SOURCES)) {
+                c.task_first[tasks++] = i;
+                in_task = 0;
+                sources = 0;
+                new_source = 1;
+            }
+            if (new_source) ++sources;
+            last_tile = tile;
+            ++in_task;
+        }
+        c.task_first[tasks] = n_rows;
+    }
     c.sml2e = R(&c, vc_softmax_scale(p) * LOG2E);
 
-    int workers = vc_thread_count(p->num_threads);
     int want_tv = extra && extra->row_tv;
     int64_t nblk = (p->seq_kv + VC_BLOCK_K - 1) / VC_BLOCK_K;
-    c.scratch_doubles = tile_scratch_doubles(p->head_dim, nblk, want_tv);
+    c.scratch_doubles = tile_scratch_doubles(p->head_dim, nblk, want_tv, c.task_sources);
     c.scratch = (double **)calloc((size_t)workers, sizeof(double *));
     unsigned char *seen = config->v_smooth && perm ? (unsigned char *)malloc((size_t)p->seq_kv) : NULL;
     if (!c.scratch || (config->v_smooth && perm && !seen)) {
         free(c.scratch);
         free(seen);
+        free(c.task_first);
         return VCATTN_STATUS_OUT_OF_MEMORY;
     }
     for (int w = 0; w < workers && st == VCATTN_STATUS_SUCCESS; ++w) {
@@ -682,12 +790,30 @@ vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
             }
             prepare_k(&c);
             prepare_v(&c);
-            vc_parallel_for(c.tiles, workers, tile_task, &c);
+            vc_parallel_for(tasks, workers, tile_task, &c);
             head_data_free(&c.hd);
         }
 
     for (int w = 0; w < workers; ++w) free(c.scratch[w]);
     free(c.scratch);
     free(seen);
+    free(c.task_first);
     return st;
+}
+
+vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
+                                        const vcattn_method_config *config,
+                                        const int32_t *perm, vcattn_sim_outputs *extra) {
+    vcattn_status st = vcattn_attention_params_validate(p);
+    if (st) return st;
+    return simulate_run(p, config, perm, NULL, 0, extra);
+}
+
+vcattn_status vcattn_simulate_attention_rows(const vcattn_attention_params *p,
+                                             const vcattn_method_config *config,
+                                             const int32_t *perm, const int64_t *rows,
+                                             int64_t n_rows, vcattn_sim_outputs *extra) {
+    vcattn_status st = vc_rows_params_validate(p, rows, n_rows);
+    if (st) return st;
+    return simulate_run(p, config, perm, rows, n_rows, extra);
 }

@@ -100,6 +100,7 @@ typedef struct {
     int64_t active; /* clusters run: k, or min(k, S) for a random init */
     int iterations;
     uint64_t seed;
+    int64_t first_head; /* index of head 0 of this view in the whole tensor (seed streams) */
     const float *init;
     int32_t *perm, *labels_out;
     float *centroids_out;
@@ -228,7 +229,7 @@ static void vc_km_task(void *vctx, int64_t index, int worker) {
                 w->cen[j * d_n + d] = (double)src[j * d_n + d] - w->origin[d];
     } else {
         /* ka distinct tokens: a partial Fisher-Yates shuffle of 0..S-1 */
-        uint64_t state = vc_stream_seed(c->seed, b, h);
+        uint64_t state = vc_stream_seed(c->seed, b, c->first_head + h);
         int32_t *idx = w->labels;
         for (int64_t s = 0; s < s_n; ++s) idx[s] = (int32_t)s;
         for (int64_t j = 0; j < ka; ++j) {
@@ -291,14 +292,15 @@ static void vc_km_ws_free(vc_km_ws *w) {
     free(w->tile);
 }
 
-vcattn_status vcattn_vsmooth_plan(const float *v, int64_t batch, int64_t heads, int64_t seq,
-                                  int64_t head_dim, const int64_t v_stride[3],
-                                  const vcattn_kmeans_params *params, int32_t *perm,
-                                  int32_t *labels, float *centroids) {
+static vcattn_status plan_run(const float *v, int64_t batch, int64_t heads, int64_t first_head,
+                              int64_t seq, int64_t head_dim, const int64_t v_stride[3],
+                              const vcattn_kmeans_params *params, int32_t *perm, int32_t *labels,
+                              float *centroids) {
     if (!v || !perm || !params || !v_stride) return VCATTN_STATUS_NULL_POINTER;
     int64_t count;
     vcattn_status st = vc_count4(batch, heads, seq, head_dim, sizeof(float), &count);
     if (st != VCATTN_STATUS_SUCCESS) return st;
+    if (first_head < 0 || first_head > INT64_MAX - heads) return VCATTN_STATUS_INVALID_ARGUMENT;
     if (params->clusters < 1 || params->iterations < 1 || params->num_threads < 0)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (seq > INT32_MAX) return VCATTN_STATUS_SIZE_OVERFLOW; /* perm and labels are int32 */
@@ -355,7 +357,7 @@ vcattn_status vcattn_vsmooth_plan(const float *v, int64_t batch, int64_t heads, 
     }
     if (st == VCATTN_STATUS_SUCCESS) {
         vc_km_ctx ctx = {v, batch, heads, seq, head_dim, v_stride, params->clusters, ka,
-                         params->iterations, params->seed, params->init_centroids,
+                         params->iterations, params->seed, first_head, params->init_centroids,
                          perm, labels, centroids, ws};
         /* each (b, h) writes only its own slices; the worker id picks the
          * workspace, so results do not depend on the thread count */
@@ -364,6 +366,22 @@ vcattn_status vcattn_vsmooth_plan(const float *v, int64_t batch, int64_t heads, 
     for (int64_t i = 0; i < workers; ++i) vc_km_ws_free(&ws[i]);
     free(ws);
     return st;
+}
+
+vcattn_status vcattn_vsmooth_plan(const float *v, int64_t batch, int64_t heads, int64_t seq,
+                                  int64_t head_dim, const int64_t v_stride[3],
+                                  const vcattn_kmeans_params *params, int32_t *perm,
+                                  int32_t *labels, float *centroids) {
+    return plan_run(v, batch, heads, 0, seq, head_dim, v_stride, params, perm, labels, centroids);
+}
+
+vcattn_status vcattn_vsmooth_plan_heads(const float *v, int64_t batch, int64_t heads,
+                                        int64_t first_head, int64_t seq, int64_t head_dim,
+                                        const int64_t v_stride[3],
+                                        const vcattn_kmeans_params *params, int32_t *perm,
+                                        int32_t *labels, float *centroids) {
+    return plan_run(v, batch, heads, first_head, seq, head_dim, v_stride, params, perm, labels,
+                    centroids);
 }
 
 /* ---- static cube order --------------------------------------------------------- */

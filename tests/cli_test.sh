@@ -14,6 +14,14 @@ expect_rc() { # expect_rc <rc> <name> cmd...
     if [ $rc -eq "$want" ]; then ok "$name"; else bad "$name (rc $rc, want $want)"; sed 's/^/    /' "$tmp/err" | head -5; fi
 }
 
+# errors name the cause and the fix, exit non-zero, print nothing on stdout
+expect_err() { # expect_err <rc> <name> <grep pattern> cmd...
+    local want=$1 name=$2 pat=$3; shift 3
+    expect_rc "$want" "$name" "$@"
+    grep -q -- "$pat" "$tmp/err" && ok "$name: says '$pat'" || { bad "$name: says '$pat'"; sed 's/^/    /' "$tmp/err" | head -3; }
+    [ ! -s "$tmp/out" ] && ok "$name: nothing on stdout" || bad "$name: nothing on stdout"
+}
+
 expect_rc 0 "--help exits 0" "$cli" --help
 grep -q "eval" "$tmp/out" && ok "--help lists eval" || bad "--help lists eval"
 expect_rc 0 "eval --help exits 0" "$cli" eval --help
@@ -21,7 +29,7 @@ grep -q -- "--npy" "$tmp/out" && ok "eval --help documents --npy" || bad "eval -
 expect_rc 2 "no command exits 2" "$cli"
 expect_rc 2 "unknown command exits 2" "$cli" frobnicate
 expect_rc 2 "unknown method exits 2" "$cli" eval --methods sage9 --quiet
-expect_rc 2 "bad size exits 2" "$cli" eval --heads 0 --quiet
+expect_rc 2 "bad size exits 2" "$cli" eval --workload-heads 0 --quiet
 expect_rc 2 "missing value exits 2" "$cli" eval --clusters
 expect_rc 1 "unsupported head dim exits 1" "$cli" eval --head-dim 96 --frames 1 --height 4 --width 64 --quiet
 grep -q "head dimension" "$tmp/err" && ok "head-dim error says why" || bad "head-dim error says why"
@@ -33,7 +41,7 @@ for key in agree_share max_code_diff ratio_min ratio_max row_tv_bound; do
 done
 
 # eval on a small built-in workload: one JSON object per method
-expect_rc 0 "eval --json small workload" "$cli" eval --json --quiet --heads 1 --frames 2 --height 8 --width 16 --clusters 4
+expect_rc 0 "eval --json small workload" "$cli" eval --json --quiet --workload-heads 1 --frames 2 --height 8 --width 16 --clusters 4
 [ "$(wc -l <"$tmp/out")" -eq 7 ] && ok "seven methods, one line each" || bad "seven methods, one line each"
 for key in method rel_l2 cosine psnr_db value_error_share block_energy_share_sequence block_energy_share_cube block_energy_share_clustered; do
     [ "$(grep -c "\"$key\"" "$tmp/out")" -eq 7 ] && ok "eval key $key" || bad "eval key $key"
@@ -48,7 +56,7 @@ for r in rows:
     assert 0 <= r["value_error_share"] <= 1, r
 PY
 fi
-expect_rc 0 "eval table with --methods" "$cli" eval --quiet --heads 1 --frames 2 --height 8 --width 16 --methods sage2-8bit,vsmooth-8bit
+expect_rc 0 "eval table with --methods" "$cli" eval --quiet --workload-heads 1 --frames 2 --height 8 --width 16 --methods sage2-8bit,vsmooth-8bit
 grep -q "vsmooth-8bit" "$tmp/out" && ! grep -q "fp8-naive" "$tmp/out" && ok "--methods selects" || bad "--methods selects"
 
 # .npy input, when numpy is there to write it
@@ -56,13 +64,14 @@ if python3 -c "import numpy" 2>/dev/null; then
     python3 - "$tmp" <<'PY'
 import sys, numpy as np
 d = sys.argv[1]
-rng = np.random.default_rng()
+rng = np.random.default_rng(20261201)
 q, k, v = (rng.standard_normal((1, 2, 256, 64)).astype(np.float32) for _ in range(3))
 np.save(f"{d}/q.npy", q); np.save(f"{d}/k.npy", k.astype(np.float16)); np.save(f"{d}/v.npy", v)
 # bfloat16 stored as uint16: the top half of float32
 np.save(f"{d}/vb.npy", (v.view(np.uint32) >> 16).astype("<u2"))
 np.save(f"{d}/bad3d.npy", q[0])
 np.save(f"{d}/short.npy", q[:, :, :100])
+np.save(f"{d}/q200.npy", q[:, :, :200])  # Sq != Skv
 PY
     expect_rc 0 "eval --npy f32/f16" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/v.npy" --clusters 2
     grep -q '"shape": \[1, 2, 256, 64\]' "$tmp/out" && ok "npy shape reported" || bad "npy shape reported"
@@ -70,6 +79,10 @@ PY
     python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert all(x['block_energy_share_cube'] is None and x['block_energy_share_clustered'] >= 0 for x in r)" "$tmp/out" \
         && ok "unmeasured cube share is null" || bad "unmeasured cube share is null"
     expect_rc 0 "eval --npy bfloat16 V with --grid" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/vb.npy" --grid 4,8,8 --cube 1,4,8 --clusters 2 --methods vsmooth-8bit
+    expect_rc 0 "eval --npy Sq != Skv" "$cli" eval --json --quiet --npy "$tmp/q200.npy" "$tmp/k.npy" "$tmp/v.npy" --grid 4,8,8 --clusters 2 --query-rows 50 --heads 1
+    python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert len(r)==7 and all(x['shape']==[1,2,200,64] and x['seq_kv']==256 and x['query_rows']==50 and x['evaluated_heads']==[1] and x['block_energy_share_cube'] is not None for x in r)" "$tmp/out" \
+        && ok "Sq != Skv: shapes, sampling and head reported" || bad "Sq != Skv: shapes, sampling and head reported"
+    expect_err 2 "--heads past the npy heads" "input has 2 heads" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/v.npy" --heads 2
     expect_rc 1 "3-D npy rejected" "$cli" eval --quiet --npy "$tmp/bad3d.npy" "$tmp/k.npy" "$tmp/v.npy"
     expect_rc 1 "mismatched K/V rejected" "$cli" eval --quiet --npy "$tmp/q.npy" "$tmp/short.npy" "$tmp/v.npy"
     grep -q "disagree" "$tmp/err" && ok "mismatch error names the shapes" || bad "mismatch error names the shapes"
@@ -109,6 +122,79 @@ for n in "qkv":
     assert np.isfinite(x).all() and 0.3 < x.std() < 30, x.std()
 PY
 fi
+
+# ---- sampling, head selection, per-head results (docs/eval-json.md) ----
+small="--workload-heads 2 --frames 2 --height 8 --width 16 --clusters 4"
+# progress on stderr (no --quiet), one parseable JSON object per line on stdout
+expect_rc 0 "eval --query-rows --json with progress" "$cli" eval --json $small --query-rows 37 --methods sage2-8bit,vsmooth-4bit
+cp "$tmp/out" "$tmp/sampled.json"
+grep -q "head 1 (2/2)" "$tmp/err" && grep -q "elapsed" "$tmp/err" && grep -q "left" "$tmp/err" \
+    && ok "per-head progress with elapsed and time left on stderr" || bad "per-head progress with elapsed and time left on stderr"
+expect_rc 0 "eval full --json" "$cli" eval --json --quiet $small --methods sage2-8bit,vsmooth-4bit
+cp "$tmp/out" "$tmp/full.json"
+expect_rc 0 "eval --query-rows = Sq --json" "$cli" eval --json --quiet $small --query-rows 256 --methods sage2-8bit,vsmooth-4bit
+cp "$tmp/out" "$tmp/all.json"
+expect_rc 0 "eval --heads 1 --json" "$cli" eval --json --quiet $small --heads 1 --query-rows 37 --methods sage2-8bit,vsmooth-4bit
+cp "$tmp/out" "$tmp/head1.json"
+expect_rc 0 "eval table per head" "$cli" eval --quiet $small --query-rows 37 --methods sage2-8bit
+cp "$tmp/out" "$tmp/table.txt"
+if command -v python3 >/dev/null; then
+    python3 - "$tmp" "$(dirname "$0")/../docs/eval-json.md" <<'PY' && ok "JSON keys = docs/eval-json.md; heads array; sampling reported; head selection consistent" || bad "JSON keys = docs/eval-json.md; heads array; sampling reported; head selection consistent"
+import json, re, sys
+d, doc = sys.argv[1], open(sys.argv[2]).read()
+def keys(section):
+    body = doc.split("## " + section, 1)[1].split("\n## ", 1)[0]
+    return {m for m in re.findall(r"^\| `([a-z_0-9]+)` \|", body, re.M)}
+method_keys, head_keys = keys("Method object"), keys("Head object")
+assert len(method_keys) > 15 and len(head_keys) > 8, (method_keys, head_keys)
+load = lambda n: [json.loads(l) for l in open(f"{d}/{n}")]   # every stdout line must parse
+sampled, full, allrows, head1 = load("sampled.json"), load("full.json"), load("all.json"), load("head1.json")
+for r in sampled + full + head1:
+    assert set(r) == method_keys, set(r) ^ method_keys
+    assert len(r["heads"]) == len(r["evaluated_heads"])
+    for h in r["heads"]:
+        assert set(h) == head_keys, set(h) ^ head_keys
+for r in sampled:
+    assert r["query_rows"] == 37 and r["query_row_rule"] == "floor(i*seq_q/query_rows)", r
+    assert r["evaluated_heads"] == [0, 1] and [h["head"] for h in r["heads"]] == [0, 1]
+    assert r["row_tv_rows"] == 3  # ceil(37 / 16)
+    assert 0 < r["rel_l2"] < 0.5 and 0.9 < r["cosine"] <= 1
+for r in full:
+    assert r["query_rows"] == 256 and r["query_row_rule"] == "all"
+# --query-rows >= Sq is the full run, number for number
+strip = lambda rs: [{k: v for k, v in r.items() if k != "seconds"} for r in rs]
+assert strip(full) == strip(allrows)
+# a sampled run differs from the full one (it is not silently a full run)
+assert all(a["rel_l2"] != b["rel_l2"] for a, b in zip(sampled, full))
+# selecting head 1 gives the same numbers as head 1 of the two-head run, and its overall = its head entry
+for one, both in zip(head1, sampled):
+    assert one["evaluated_heads"] == [1]
+    assert one["heads"][0] == both["heads"][1], (one["heads"][0], both["heads"][1])
+    assert {k: one[k] for k in head_keys if k != "head"} == {k: v for k, v in one["heads"][0].items() if k != "head"}
+# the table: its header names are JSON keys; per-head rows and an overall row
+lines = open(f"{d}/table.txt").read().splitlines()
+header = next(l for l in lines if l.startswith("method"))
+assert set(header.split()) <= method_keys | {"head"}, header
+rows = [l.split() for l in lines if l.startswith("sage2-8bit")]
+assert [r[1] for r in rows] == ["0", "1", "all"], rows
+assert any("37 of 256 query rows per head" in l for l in lines)
+PY
+fi
+
+# ---- CLI errors (issue 14) ----
+expect_err 2 "grid past the sequence limit" "2147483647" "$cli" eval --json --frames 1048575 --height 1048575 --width 1048575
+expect_err 2 "frames past the limit" "2147483647" "$cli" eval --json --frames 4294967296
+expect_err 2 "--npy with two files then --json" "needs three files" "$cli" eval --npy a.npy b.npy --json
+expect_err 2 "--npy with two files at the end" "needs three files" "$cli" eval --json --npy a.npy b.npy
+for g in "4,,8" "4,8" "4,8,8,2" "a,b,c" "0,8,8" "-4,8,8" "4,8,8x" "4,8,2000000"; do
+    expect_err 2 "--grid '$g' refused" "three positive integers" "$cli" eval --json --quiet --grid "$g"
+done
+expect_err 2 "--cube '1,,2' refused" "three positive integers" "$cli" eval --json --quiet --cube 1,,2
+for h in "1,1" "a" "3-1" "1," "-2"; do
+    expect_err 2 "--heads '$h' refused" "distinct head indices" "$cli" eval --json --quiet --heads "$h"
+done
+expect_err 2 "--heads past the workload" "input has 2 heads" "$cli" eval --json --quiet --workload-heads 2 --heads 0,2 --frames 1 --height 8 --width 16
+expect_err 2 "--query-rows 0 refused" "query-rows" "$cli" eval --json --quiet --query-rows 0
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

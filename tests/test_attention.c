@@ -767,3 +767,148 @@ TEST(vsmooth_mean_of_a_large_offset_channel_fits_fp16) {
     }
     problem_free(&pr);
 }
+
+/* Query-row sampling: the *_rows calls give, for every method, exactly the
+ * listed rows of the full call (outputs, LSE, P_q V, FP64 output, row TV),
+ * with Sq != Skv, a partial last tile, several (batch, head) and a V-Smooth
+ * permutation; the reference agrees to rounding (it is the same arithmetic). */
+TEST(sampled_rows_equal_full_rows) {
+    const int64_t B = 2, H = 2, Sq = 300, Skv = 453, D = 128, BH = B * H;
+    problem pr = problem_make(B, H, Sq, Skv, D, 1.5, 2.0, 0.5);
+    test_rng rng = {test_seed()};
+    int32_t *perm = random_perm(BH, Skv, &rng);
+    /* lone rows in a tile, neighbours, the first and the last row (partial tile) */
+    const int64_t rows[] = {0, 1, 5, 127, 128, 200, 255, 256, 298, 299};
+    const int64_t n = (int64_t)(sizeof rows / sizeof rows[0]);
+    float *o_rows = alloc_floats(BH * n * D), *lse_rows = alloc_floats(BH * n);
+    float *pqv = alloc_floats(BH * Sq * D), *pqv_rows = alloc_floats(BH * n * D);
+    double *of = (double *)malloc(sizeof(double) * (size_t)(BH * Sq * D));
+    double *of_rows = (double *)malloc(sizeof(double) * (size_t)(BH * n * D));
+    double *tv = (double *)malloc(sizeof(double) * (size_t)(BH * Sq));
+    double *tv_rows = (double *)malloc(sizeof(double) * (size_t)(BH * n));
+
+    vcattn_attention_params full = params_of(&pr, pr.o, pr.lse);
+    CHECK_STATUS(vcattn_reference_attention(&full), VCATTN_STATUS_SUCCESS);
+    /* compact output: (B, H, n, D) */
+    vcattn_attention_params sp = params_of(&pr, o_rows, lse_rows);
+    sp.o_stride[0] = H * n * D;
+    sp.o_stride[1] = n * D;
+    CHECK_STATUS(vcattn_reference_attention_rows(&sp, rows, n), VCATTN_STATUS_SUCCESS);
+    double ref_diff = 0.0, lse_diff = 0.0;
+    for (int64_t bh = 0; bh < BH; ++bh)
+        for (int64_t i = 0; i < n; ++i) {
+            for (int64_t d = 0; d < D; ++d)
+                ref_diff = fmax(ref_diff, fabs((double)o_rows[(bh * n + i) * D + d] - pr.o[(bh * Sq + rows[i]) * D + d]));
+            lse_diff = fmax(lse_diff, fabs((double)lse_rows[bh * n + i] - pr.lse[bh * Sq + rows[i]]));
+        }
+    CHECK_MSG(ref_diff <= 1e-12 && lse_diff <= 1e-12, "reference rows differ by %g (lse %g)", ref_diff, lse_diff);
+
+    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+        vcattn_method_config cfg;
+        CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
+        const char *name = vcattn_method_name((vcattn_method)m);
+        vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
+        vcattn_sim_outputs ex = {pqv, tv, 1, of};
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, perm, &ex), VCATTN_STATUS_SUCCESS);
+        vcattn_attention_params ss = sp;
+        vcattn_sim_outputs exr = {pqv_rows, tv_rows, 1, of_rows};
+        memset(o_rows, 0xff, sizeof(float) * (size_t)(BH * n * D)); /* NaN: a row left unwritten shows */
+        CHECK_STATUS(vcattn_simulate_attention_rows(&ss, &cfg, perm, rows, n, &exr), VCATTN_STATUS_SUCCESS);
+        int64_t mismatches = 0;
+        for (int64_t bh = 0; bh < BH; ++bh)
+            for (int64_t i = 0; i < n; ++i) {
+                const int64_t a = (bh * n + i) * D, f = (bh * Sq + rows[i]) * D;
+                mismatches += memcmp(o_rows + a, pr.o2 + f, sizeof(float) * (size_t)D) != 0;
+                mismatches += memcmp(pqv_rows + a, pqv + f, sizeof(float) * (size_t)D) != 0;
+                mismatches += memcmp(of_rows + a, of + f, sizeof(double) * (size_t)D) != 0;
+                mismatches += memcmp(lse_rows + bh * n + i, pr.lse2 + bh * Sq + rows[i], sizeof(float)) != 0;
+                mismatches += memcmp(tv_rows + bh * n + i, tv + bh * Sq + rows[i], sizeof(double)) != 0;
+            }
+        CHECK_MSG(mismatches == 0, "%s: %lld sampled outputs differ from the full run", name, (long long)mismatches);
+    }
+
+    /* row_tv over list positions: stride 3 keeps positions 0, 3, 6, 9 */
+    vcattn_method_config cfg;
+    vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfg);
+    vcattn_attention_params sim = params_of(&pr, pr.o2, NULL);
+    vcattn_sim_outputs ex = {NULL, tv, 1, NULL};
+    CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, &ex), VCATTN_STATUS_SUCCESS);
+    vcattn_attention_params ss = sp;
+    ss.lse = NULL;
+    vcattn_sim_outputs exr = {NULL, tv_rows, 3, NULL};
+    CHECK_STATUS(vcattn_simulate_attention_rows(&ss, &cfg, NULL, rows, n, &exr), VCATTN_STATUS_SUCCESS);
+    for (int64_t bh = 0; bh < BH; ++bh)
+        for (int64_t k = 0; k < 4; ++k)
+            CHECK_MSG(tv_rows[bh * 4 + k] == tv[bh * Sq + rows[3 * k]], "row_tv stride 3, position %lld", (long long)(3 * k));
+
+    free(perm); free(o_rows); free(lse_rows); free(pqv); free(pqv_rows);
+    free(of); free(of_rows); free(tv); free(tv_rows);
+    problem_free(&pr);
+}
+
+/* Many sampled rows: the simulation packs up to 128 listed rows from up to
+ * 32 tiles into one task (rows every 41st: about 3 per tile, so packs hit
+ * the tile limit); the result must not depend on the packing or threads. */
+TEST(sampled_rows_packed_across_tiles) {
+    const int64_t Sq = 41 * 600, Skv = 300, D = 64, n = 600;
+    problem pr = problem_make(1, 1, Sq, Skv, D, 1.5, 2.0, 0.5);
+    int64_t *rows = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+    CHECK_STATUS(vcattn_strided_rows(Sq, n, rows), VCATTN_STATUS_SUCCESS);
+    CHECK(rows[1] == 41 && rows[n - 1] == 41 * (n - 1));
+    float *o_rows = alloc_floats(n * D), *lse_rows = alloc_floats(n);
+    const vcattn_method methods[3] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_SAGE3_4BIT};
+    for (int mi = 0; mi < 3; ++mi) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get(methods[mi], &cfg);
+        vcattn_attention_params full = params_of(&pr, pr.o2, pr.lse2);
+        CHECK_STATUS(vcattn_simulate_attention(&full, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+        for (int threads = 1; threads <= 3; threads += 2) {
+            vcattn_attention_params sp = params_of(&pr, o_rows, lse_rows);
+            sp.o_stride[0] = sp.o_stride[1] = n * D;
+            sp.num_threads = threads;
+            CHECK_STATUS(vcattn_simulate_attention_rows(&sp, &cfg, NULL, rows, n, NULL), VCATTN_STATUS_SUCCESS);
+            int64_t mismatches = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                mismatches += memcmp(o_rows + i * D, pr.o2 + rows[i] * D, sizeof(float) * (size_t)D) != 0;
+                mismatches += memcmp(lse_rows + i, pr.lse2 + rows[i], sizeof(float)) != 0;
+            }
+            CHECK_MSG(mismatches == 0, "%s, %d threads: %lld sampled outputs differ", vcattn_method_name(methods[mi]),
+                      threads, (long long)mismatches);
+        }
+    }
+    free(rows); free(o_rows); free(lse_rows);
+    problem_free(&pr);
+}
+
+TEST(sampled_rows_rule_and_bad_lists) {
+    int64_t rows[8];
+    CHECK_STATUS(vcattn_strided_rows(10, 4, rows), VCATTN_STATUS_SUCCESS);
+    CHECK(rows[0] == 0 && rows[1] == 2 && rows[2] == 5 && rows[3] == 7); /* floor(i * 10 / 4) */
+    CHECK_STATUS(vcattn_strided_rows(75600, 1, rows), VCATTN_STATUS_SUCCESS);
+    CHECK(rows[0] == 0);
+    CHECK_STATUS(vcattn_strided_rows(5, 5, rows), VCATTN_STATUS_SUCCESS);
+    CHECK(rows[0] == 0 && rows[4] == 4);
+    CHECK_STATUS(vcattn_strided_rows(4, 5, rows), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_strided_rows(4, 0, rows), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_strided_rows(4, 2, NULL), VCATTN_STATUS_NULL_POINTER);
+
+    problem pr = problem_make(1, 1, 8, 8, 64, 1.0, 0.0, 0.0);
+    vcattn_method_config cfg;
+    vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfg);
+    vcattn_attention_params p = params_of(&pr, pr.o, NULL);
+    p.o_stride[0] = p.o_stride[1] = 2 * 64; /* (1, 1, 2, 64) compact */
+    const int64_t ok[2] = {1, 6}, unsorted[2] = {6, 1}, dup[2] = {3, 3}, past[2] = {1, 8}, neg[2] = {-1, 2};
+    CHECK_STATUS(vcattn_reference_attention_rows(&p, ok, 2), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_simulate_attention_rows(&p, &cfg, NULL, ok, 2, NULL), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_reference_attention_rows(&p, NULL, 2), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_simulate_attention_rows(&p, &cfg, NULL, NULL, 2, NULL), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_reference_attention_rows(&p, ok, 0), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_reference_attention_rows(&p, unsorted, 2), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_simulate_attention_rows(&p, &cfg, NULL, dup, 2, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_reference_attention_rows(&p, past, 2), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_simulate_attention_rows(&p, &cfg, NULL, neg, 2, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
+    vcattn_attention_params b = p;
+    b.o_stride[2] = 32; /* output rows of 64 would overlap */
+    CHECK_STATUS(vcattn_reference_attention_rows(&b, ok, 2), VCATTN_STATUS_BAD_STRIDE);
+    problem_free(&pr);
+}

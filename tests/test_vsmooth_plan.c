@@ -191,6 +191,40 @@ TEST(vsmooth_plan_deterministic_across_threads_and_heads) {
     free(cen1);
 }
 
+/* A head planned alone through vcattn_vsmooth_plan_heads (random init, its
+ * own seed stream) gets the plan it gets in the whole-tensor call; through
+ * vcattn_vsmooth_plan as head 0 of a one-head view it would not. */
+TEST(vsmooth_plan_heads_matches_whole_tensor) {
+    const int64_t B = 2, H = 3, S = 500, D = 16, k = 8;
+    test_rng r = {test_seed()};
+    float *v = alloc_f(B * H * S * D);
+    fill_normal(v, B * H * S * D, &r, 1.0, 0.5);
+    int64_t st[3];
+    contiguous_strides(H, S, D, st);
+    vcattn_kmeans_params p;
+    vcattn_kmeans_params_init(&p);
+    p.clusters = (int)k;
+    p.iterations = 3;
+    p.seed = test_rng_next(&r);
+    int32_t *perm = alloc_i(B * H * S), *one = alloc_i(B * S), *lab = alloc_i(B * H * S), *lab1 = alloc_i(B * S);
+    CHECK_STATUS(vcattn_vsmooth_plan(v, B, H, S, D, st, &p, perm, lab, NULL), VCATTN_STATUS_SUCCESS);
+    int mismatches = 0, differs_as_head0 = 0;
+    for (int64_t h = 0; h < H; ++h) {
+        /* head h of both batch items: a (B, 1, S, D) view */
+        CHECK_STATUS(vcattn_vsmooth_plan_heads(v + h * S * D, B, 1, h, S, D, st, &p, one, lab1, NULL),
+                     VCATTN_STATUS_SUCCESS);
+        for (int64_t b = 0; b < B; ++b)
+            mismatches += memcmp(one + b * S, perm + (b * H + h) * S, sizeof(int32_t) * (size_t)S) != 0 ||
+                          memcmp(lab1 + b * S, lab + (b * H + h) * S, sizeof(int32_t) * (size_t)S) != 0;
+        CHECK_STATUS(vcattn_vsmooth_plan(v + h * S * D, B, 1, S, D, st, &p, one, lab1, NULL), VCATTN_STATUS_SUCCESS);
+        if (h > 0) differs_as_head0 += memcmp(lab1, lab + h * S, sizeof(int32_t) * (size_t)S) != 0;
+    }
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK_MSG(differs_as_head0 > 0, "the seed stream should depend on the head index");
+    CHECK_STATUS(vcattn_vsmooth_plan_heads(v, B, 1, -1, S, D, st, &p, one, NULL, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
+    free(v); free(perm); free(one); free(lab); free(lab1);
+}
+
 TEST(vsmooth_plan_lloyd_objective_never_increases) {
     /* Lloyd's two steps each lower sum |v - c_label|^2; the planner returns
      * (labels of the final assignment, centroids they were assigned to), so

@@ -49,3 +49,43 @@ def test_fidelity_struct_through_c():
     np.testing.assert_allclose(f["rel_l2"], np.linalg.norm(out - ref) / np.linalg.norm(ref), rtol=1e-6)
     np.testing.assert_allclose(f["psnr_db"], 20 * np.log10(3.0 / np.sqrt(np.mean((out - ref) ** 2))), rtol=1e-6)
     np.testing.assert_allclose(f["max_abs_error"], 0.1, rtol=1e-6)
+
+
+def test_sampled_rows_through_c():
+    """vcattn_*_rows through ctypes: the listed rows of the full call, compact output."""
+    rng = np.random.default_rng(7)
+    H, Sq, Skv, D, n = 2, 300, 200, 64, 7
+    q, k, v = (rng.standard_normal((1, H, s, D)).astype(np.float32) for s in (Sq, Skv, Skv))
+    rows = np.zeros(n, dtype=np.int64)
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    assert lib.vcattn_strided_rows(Sq, n, rows.ctypes.data_as(i64p)) == 0
+    assert rows.tolist() == [i * Sq // n for i in range(n)]
+    cfg = _lib.MethodConfig()
+    assert lib.vcattn_method_config_get(1, ctypes.byref(cfg)) == 0  # sage2-8bit
+    for simulate in (False, True):
+        full = np.zeros((1, H, Sq, D), np.float32)
+        part = np.full((1, H, n, D), np.nan, np.float32)
+        outs = []
+        for out, seq in ((full, Sq), (part, n)):
+            p = _lib.AttentionParams()
+            lib.vcattn_attention_params_init(ctypes.byref(p), 1, H, Sq, Skv, D, q.ctypes.data, k.ctypes.data,
+                                             v.ctypes.data, out.ctypes.data)
+            p.o_stride[0], p.o_stride[1] = H * seq * D, seq * D
+            if out is full:
+                st = (lib.vcattn_simulate_attention(ctypes.byref(p), ctypes.byref(cfg), None, None) if simulate
+                      else lib.vcattn_reference_attention(ctypes.byref(p)))
+            else:
+                rp = rows.ctypes.data_as(i64p)
+                st = (lib.vcattn_simulate_attention_rows(ctypes.byref(p), ctypes.byref(cfg), None, rp, n, None)
+                      if simulate else lib.vcattn_reference_attention_rows(ctypes.byref(p), rp, n))
+            assert st == 0
+            outs.append(out)
+        assert np.array_equal(part, full[:, :, rows]), "sampled rows differ from the full call's"
+    bad = np.array([3, 3], dtype=np.int64)
+    p = _lib.AttentionParams()
+    o = np.zeros((1, H, 2, D), np.float32)
+    lib.vcattn_attention_params_init(ctypes.byref(p), 1, H, Sq, Skv, D, q.ctypes.data, k.ctypes.data,
+                                     v.ctypes.data, o.ctypes.data)
+    p.o_stride[0], p.o_stride[1] = H * 2 * D, 2 * D
+    assert lib.vcattn_reference_attention_rows(ctypes.byref(p), bad.ctypes.data_as(i64p), 2) == \
+        _lib.STATUS_NAMES.index("INVALID_ARGUMENT")
