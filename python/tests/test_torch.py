@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import vcattn  # noqa: E402
-from vcattn import core  # noqa: E402
+from vcattn import _lib  # noqa: E402
 
 
 def qkv(b=1, h=2, s=200, d=64, dtype=torch.float32, layout="HND", seed=0):
@@ -18,7 +18,7 @@ def qkv(b=1, h=2, s=200, d=64, dtype=torch.float32, layout="HND", seed=0):
 
 @pytest.fixture(autouse=True)
 def fresh_warnings():
-    core._warned.clear()
+    _lib.reset_warnings()
     yield
 
 
@@ -70,17 +70,17 @@ def test_patch_sdpa_routes_and_restores():
     orig = F.scaled_dot_product_attention
     q, k, v = qkv()
     want = vcattn.attention(q, k, v, method="sage2-8bit")
-    with vcattn.patch_sdpa("sage2-8bit") as p:
+    with vcattn.patch_sdpa("sage2-8bit", min_seq_kv=0) as p:
         assert F.scaled_dot_product_attention is not orig
         got = F.scaled_dot_product_attention(q, k, v)
         got_kw = torch.nn.functional.scaled_dot_product_attention(query=q, key=k, value=v, scale=None)
     assert F.scaled_dot_product_attention is orig
     assert p.calls == 2
     assert torch.equal(got, want) and torch.equal(got_kw, want)
-    with vcattn.patch_sdpa("sage2-8bit", step=3):            # a step without a cache is ignored
+    with vcattn.patch_sdpa("sage2-8bit", step=3, min_seq_kv=0):            # a step without a cache is ignored
         assert torch.equal(F.scaled_dot_product_attention(q, k, v), want)
-    with vcattn.patch_sdpa("sage2-8bit"):                    # nested blocks restore in order
-        with vcattn.patch_sdpa("sage2-8bit"):
+    with vcattn.patch_sdpa("sage2-8bit", min_seq_kv=0):                    # nested blocks restore in order
+        with vcattn.patch_sdpa("sage2-8bit", min_seq_kv=0):
             F.scaled_dot_product_attention(q, k, v)
         assert F.scaled_dot_product_attention is not orig
     assert F.scaled_dot_product_attention is orig
@@ -93,7 +93,7 @@ def test_patch_sdpa_fallbacks_warn_once_and_strict_raises():
     q64, k64, v64 = qkv()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        with vcattn.patch_sdpa() as p:
+        with vcattn.patch_sdpa(min_seq_kv=0) as p:
             a = F.scaled_dot_product_attention(q, k, v)
             F.scaled_dot_product_attention(q, k, v)
             m = F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask)
@@ -105,7 +105,7 @@ def test_patch_sdpa_fallbacks_warn_once_and_strict_raises():
     assert torch.allclose(a, F.scaled_dot_product_attention(q, k, v))
     assert torch.allclose(m, F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask))
     assert torch.allclose(c, F.scaled_dot_product_attention(q64, k64, v64, is_causal=True))
-    with vcattn.patch_sdpa(strict=True):
+    with vcattn.patch_sdpa(strict=True, min_seq_kv=0):
         with pytest.raises(vcattn.VcattnError, match="UNSUPPORTED_HEAD_DIM"):
             F.scaled_dot_product_attention(q, k, v)
         with pytest.raises(vcattn.VcattnError, match="attn_mask"):
@@ -119,7 +119,7 @@ def test_patch_sdpa_with_plan_cache_and_schedule():
     layers = [qkv(seed=i) for i in range(2)]
     for step in range(10):
         cache.set_step(step)
-        with vcattn.patch_sdpa(plan_cache=cache):
+        with vcattn.patch_sdpa(plan_cache=cache, min_seq_kv=0):
             for q, k, v in layers:
                 F.scaled_dot_product_attention(q, k, v)
     assert sorted(cache.keys()) == [0, 1]
@@ -132,7 +132,7 @@ def test_patch_sdpa_autograd_falls_back():
     q.requires_grad_(True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with vcattn.patch_sdpa() as p:
+        with vcattn.patch_sdpa(min_seq_kv=0) as p:
             out = F.scaled_dot_product_attention(q, k, v)
     out.sum().backward()
     assert q.grad is not None and p.fallbacks == {"autograd": 1}
@@ -192,7 +192,8 @@ def test_wan_processor_with_a_fake_module():
         is_cross_attention = False
 
     cache = vcattn.PlanCache(vcattn.Schedule(8), clusters=8)
-    proc = vcattn.VcattnAttnProcessor(Base(), layer_id="blocks.0.attn1", plan_cache=cache, method="vsmooth-8bit")
+    proc = vcattn.VcattnAttnProcessor(Base(), layer_id="blocks.0.attn1", plan_cache=cache, method="vsmooth-8bit",
+                                      min_seq_kv=0)
     x = torch.randn(1, 150, 128)
     for step in range(3):
         cache.set_step(step)
