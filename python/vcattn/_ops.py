@@ -5,13 +5,14 @@ trace without a graph break.
                                num_threads, strict, fallback) -> (out, lse)
     torch.ops.vcattn.kmeans(v, init_centroids, layout, clusters, iterations, seed, num_threads)
                                -> (perm, centroids)
-    torch.ops.vcattn.plan_permutation(v, plan, step, layout, method) -> (perm, v_smooth)
+    torch.ops.vcattn.plan_permutation(v, source, key, step, layout, method) -> (perm, v_smooth)
 
 The permutation is a tensor input of the attention op.  Plans and schedules are Python
-state and stay outside the traced graph: ``plan_permutation`` receives a Plan's handle (an
-int that stays the same every step) and resolves the plan when the graph runs - grouping,
-reusing or turning V-Smooth off as ``Plan.resolve`` decides at that step - so one compiled
-graph serves every denoising step.  Its ``v_smooth`` output is a 0-dim CPU bool tensor.
+state and stay outside the traced graph: ``plan_permutation`` receives a Plan's handle (or
+a PlanCache's handle and a layer key), ints and strings that stay the same every step, and
+resolves the plan when the graph runs - grouping, reusing or turning V-Smooth off as
+``Plan.resolve`` decides at that step - so one compiled graph serves every denoising step.
+Its ``v_smooth`` output is a 0-dim CPU bool tensor.
 
 Imported only when torch tensors reach vcattn (import vcattn never imports torch).
 No ``from __future__ import annotations`` here: torch.library reads the annotations.
@@ -23,7 +24,7 @@ import torch
 from . import _cpu, _fallback, _gpu, _lib, _tensors
 from ._lib import VcattnError, warn_once
 from ._methods import GPU_METHODS, uses_vsmooth
-from .plan import CACHE_STEP, Plan, cpu_kmeans, plan_from_handle
+from .plan import CACHE_STEP, LayerRef, Plan, cpu_kmeans, from_handle, is_cache_step
 
 __all__ = ["attention", "registered"]
 
@@ -109,8 +110,8 @@ def _kmeans_fake(v, init_centroids, layout, clusters, iterations, seed, num_thre
             torch.empty((b, h, clusters, v.shape[-1]), dtype=torch.float32, device=v.device))
 
 
-def _plan_impl(v: Tensor, plan: int, step: int, layout: str, method: str) -> Tuple[Tensor, Tensor]:
-    p = plan_from_handle(plan)
+def _plan_impl(v: Tensor, source: int, key: str, step: int, layout: str, method: str) -> Tuple[Tensor, Tensor]:
+    p = from_handle(source) if key == "" else LayerRef.from_repr(source, key)
     at = {_NO_STEP: None, _CACHE_STEP: CACHE_STEP}.get(step, step)
     b, h, s = _bhs(v, layout)
     shape = (b, h, s, v.shape[-1])
@@ -130,7 +131,7 @@ def _plan_impl(v: Tensor, plan: int, step: int, layout: str, method: str) -> Tup
     return torch.as_tensor(perm, device=v.device).clone(), torch.tensor(True)
 
 
-def _plan_fake(v, plan, step, layout, method):
+def _plan_fake(v, source, key, step, layout, method):
     return torch.empty(_bhs(v, layout), dtype=torch.int32, device=v.device), torch.empty((), dtype=torch.bool)
 
 
@@ -162,9 +163,10 @@ def attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_thr
     q, k, v = q.detach(), k.detach(), v.detach()  # inference only: no backward through the op
     perm = v_smooth = None
     if plan is not None and uses_vsmooth(method) and not (q.device.type != "cpu" and method not in GPU_METHODS):
-        if isinstance(plan, Plan):
-            code = _NO_STEP if step is None else _CACHE_STEP if step is CACHE_STEP else step
-            perm, v_smooth = plan_op(v, plan.handle, code, layout, method)
+        if isinstance(plan, (Plan, LayerRef)):
+            code = _NO_STEP if step is None else _CACHE_STEP if is_cache_step(step) else step
+            source, key = (plan.handle, "") if isinstance(plan, Plan) else (plan.cache, repr(plan.key))
+            perm, v_smooth = plan_op(v, source, key, code, layout, method)
         else:
             b, h, s = _bhs(v, layout)
             p = plan if _tensors.is_torch(plan) else torch.from_numpy(plan)

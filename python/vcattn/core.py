@@ -15,7 +15,8 @@ import numpy as np
 from . import _cpu, _fallback, _lib, _tensors
 from ._lib import VcattnError, check, lib, warn_once
 from ._methods import DEFAULT_METHOD, method_id
-from .plan import CACHE_STEP, GROUP, OFF, REUSE, Plan, Schedule, check_kmeans_args
+from .plan import (CACHE_STEP, GROUP, OFF, REUSE, LayerRef, Plan, Schedule, check_kmeans_args, is_cache_step,
+                   literal_key, register)
 
 __all__ = ["attention", "reference_attention", "fidelity", "expcast_facts", "merge_attention", "PlanCache"]
 
@@ -67,10 +68,10 @@ def _check_qkv(q, k, v, layout):
 
 
 def _check_plan_and_step(plan, step):
-    if step is not None and step is not CACHE_STEP and (
+    if step is not None and not is_cache_step(step) and (
             isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0):
         raise ValueError(f"vcattn: step must be an int >= 0 or None, got {step!r}")
-    if not (plan is None or isinstance(plan, (Plan, np.ndarray)) or _tensors.is_torch(plan)):
+    if not (plan is None or isinstance(plan, (Plan, LayerRef, np.ndarray)) or _tensors.is_torch(plan)):
         raise TypeError(f"vcattn: plan must be None, a vcattn.Plan or a (B,H,Skv) int array, "
                         f"got {type(plan).__name__}")
     if plan is None and step is not None:
@@ -128,6 +129,8 @@ def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads,
         from . import _ops  # torch is imported only once torch tensors show up
 
         return _ops.attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, threads, strict, fallback)
+    if isinstance(plan, LayerRef):
+        plan = plan.plan()
     try:
         out, lse = _cpu.simulate(q, k, v, layout, scale, return_lse, _cpu.threads(threads), method, plan, step)
     except VcattnError as e:
@@ -255,6 +258,7 @@ class PlanCache:
                            num_threads=num_threads)
         self.step = None
         self._plans = {}
+        self.handle = register(self)  # names the cache in torch custom-op calls
 
     def set_step(self, step) -> None:
         if step is not None and self.schedule is not None:
@@ -291,7 +295,12 @@ class PlanCache:
 
     def attention(self, layer_id, q, k, v, step=None, **kwargs):
         """vcattn.attention with this layer's plan and the cache's step (or ``step``)."""
-        return attention(q, k, v, plan=self.layer(layer_id), step=CACHE_STEP if step is None else step, **kwargs)
+        return attention(q, k, v, plan=self.layer_ref(layer_id), step=CACHE_STEP if step is None else step, **kwargs)
+
+    def layer_ref(self, layer_id):
+        """What a call passes as this layer's plan: a LayerRef (the Plan is found when the call
+        runs: nothing for torch.compile to trace) when the key allows it, else the Plan."""
+        return LayerRef(self.handle, layer_id) if literal_key(layer_id) else self.layer(layer_id)
 
     def grouped_steps(self) -> list:
         """Sorted steps on which at least one layer grouped."""

@@ -72,6 +72,11 @@ def flash_attn_forward(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
 _patch_lock = threading.RLock()
 
 
+def _compiling(torch) -> bool:
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and getattr(compiler, "is_compiling", lambda: False)())
+
+
 class patch_sdpa:
     """Route ``torch.nn.functional.scaled_dot_product_attention`` through vcattn inside a block.
 
@@ -130,27 +135,41 @@ class patch_sdpa:
     # -- context
     def __enter__(self):
         try:
+            import torch
             import torch.nn.functional as F
         except ImportError as e:
             raise ImportError("vcattn.patch_sdpa needs torch") from e
 
-        with _patch_lock:
-            if self._original is not None:
-                raise RuntimeError("vcattn.patch_sdpa: this context is already active")
-            self._original = F.scaled_dot_product_attention
-            self.calls = 0
-            self._ordinal = 0
-            self.fallbacks = {}
-            F.scaled_dot_product_attention = self._sdpa
+        if _compiling(torch):  # a block inside a compiled region (a processor): dynamo traces the
+            self._enter(F)     # swap and replays it; a lock is not traceable, and not needed there
+        else:
+            with _patch_lock:
+                self._enter(F)
         return self
 
+    def _enter(self, F):
+        if self._original is not None:
+            raise RuntimeError("vcattn.patch_sdpa: this context is already active")
+        self._original = F.scaled_dot_product_attention
+        self.calls = 0
+        self._ordinal = 0
+        self.fallbacks = {}
+        F.scaled_dot_product_attention = self._sdpa
+
     def __exit__(self, *exc):
+        import torch
         import torch.nn.functional as F
 
-        with _patch_lock:
-            F.scaled_dot_product_attention = self._original
-            self._original = None
+        if _compiling(torch):
+            self._exit(F)
+        else:
+            with _patch_lock:
+                self._exit(F)
         return False
+
+    def _exit(self, F):
+        F.scaled_dot_product_attention = self._original
+        self._original = None
 
     # -- the replacement
     def _unsupported(self, q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, extra):
@@ -204,7 +223,7 @@ class patch_sdpa:
         if self.plan_cache is not None:
             n = self._ordinal
             key_id = n if self.layer is None else (self.layer if n == 0 else (self.layer, n))
-            plan = self.plan_cache.layer(key_id)
+            plan = self.plan_cache.layer_ref(key_id)
             # the cache's step when the call runs (a compiled graph must not bake it in)
             step = CACHE_STEP if self.step is None else self.step
         self._ordinal += 1

@@ -12,6 +12,7 @@ is the one place that decides, per call, whether to group, reuse or turn V-Smoot
 """
 from __future__ import annotations
 
+import ast
 import ctypes
 import itertools
 import math
@@ -23,7 +24,7 @@ import numpy as np
 from . import _lib, _tensors
 from ._lib import check, lib
 
-__all__ = ["Schedule", "Plan", "kmeans_plan", "cube_permutation", "block_energy_share"]
+__all__ = ["Schedule", "Plan", "LayerRef", "kmeans_plan", "cube_permutation", "block_energy_share"]
 
 GROUP, REUSE, OFF = "group", "reuse", "off"
 # vcattn_kmeans_params_init's defaults; plan=None uses them on every call.
@@ -39,6 +40,11 @@ class _CacheStep:
 
 
 CACHE_STEP = _CacheStep()
+
+
+def is_cache_step(step) -> bool:
+    # isinstance, not `is`: torch.compile traces it for a symbolic int step too
+    return isinstance(step, _CacheStep)
 
 
 # ---- schedule ------------------------------------------------------------------------
@@ -204,16 +210,52 @@ def block_energy_share(v, perm=None, tensor_layout: str = "HND") -> float:
 
 # ---- plan -------------------------------------------------------------------------------------
 
+# Plans and PlanCaches by handle: a torch custom op takes no Python objects, so a compiled
+# graph names them by an int and finds them when it runs.
 _handles = itertools.count(1)
-_live = weakref.WeakValueDictionary()  # handle -> Plan, for the torch op that resolves plans
+_live = weakref.WeakValueDictionary()
 
 
-def plan_from_handle(handle: int) -> "Plan":
-    """The live Plan with this handle (what the torch custom op receives instead of the object)."""
-    plan = _live.get(int(handle))
-    if plan is None:
-        raise ValueError(f"vcattn: no live Plan with handle {handle}")
-    return plan
+def register(obj) -> int:
+    """A handle for obj (kept only as long as obj lives)."""
+    handle = next(_handles)
+    _live[handle] = obj
+    return handle
+
+
+def from_handle(handle: int):
+    obj = _live.get(int(handle))
+    if obj is None:
+        raise ValueError(f"vcattn: no live Plan or PlanCache with handle {handle}")
+    return obj
+
+
+def literal_key(key) -> bool:
+    """True for a layer key that survives repr -> ast.literal_eval (str, int, tuples of them):
+    such a key can travel through a custom op's str argument.  Plain isinstance checks, so
+    torch.compile can trace it."""
+    if isinstance(key, tuple):
+        return all(literal_key(k) for k in key)
+    return isinstance(key, (str, int))
+
+
+class LayerRef:
+    """One layer's plan in a PlanCache, named (cache handle, key) instead of held: the Plan is
+    looked up - made on first use - when the call runs, so a traced graph holds no Plan and
+    creates none.  Keys must be ``literal_key``s."""
+
+    __slots__ = ("cache", "key")
+
+    def __init__(self, cache_handle: int, key):
+        self.cache = cache_handle
+        self.key = key
+
+    def plan(self) -> "Plan":
+        return from_handle(self.cache).layer(self.key)
+
+    @staticmethod
+    def from_repr(cache_handle: int, key_repr: str) -> "Plan":
+        return from_handle(cache_handle).layer(ast.literal_eval(key_repr))
 
 
 def _where(x):
@@ -262,8 +304,7 @@ class Plan:
         self.last_grouped_step = None
         self.num_groupings = 0
         self.cache = None
-        self.handle = next(_handles)
-        _live[self.handle] = self
+        self.handle = register(self)
 
     @staticmethod
     def _as_perm(perm) -> np.ndarray:
@@ -311,7 +352,7 @@ class Plan:
 
     def step_at_call(self, step):
         """The step a call means: ``CACHE_STEP`` is the cache's current step."""
-        if step is CACHE_STEP:
+        if is_cache_step(step):
             return None if self.cache is None else self.cache.step
         return step
 
