@@ -31,7 +31,7 @@ load_library()  # fail at import, with the paths tried, when libvcattn cannot be
 if "torch" in sys.modules:
     # torch.ops.vcattn.* exist from here on; without torch they are registered by the first
     # call with torch tensors (import vcattn never imports torch itself)
-    from . import _ops  # noqa: F401
+    from . import _ops  # noqa: F401 (registration is the point)
 
 
 def library_version() -> str:

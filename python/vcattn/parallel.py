@@ -88,7 +88,8 @@ def sdpa_attention_fn():
     with one, on CUDA, torch's fused forward that also returns the natural-log logsumexp -
     cuDNN (``aten._scaled_dot_product_cudnn_attention``, what SDPA picks on Hopper), else
     flash attention (``aten._scaled_dot_product_flash_attention``), else exact float32
-    attention (vcattn's fallback: slow, one warning); on the CPU that fallback too.  The output takes q's dtype; q/k are cast to v's dtype as vcattn does."""
+    attention (vcattn's fallback: slow, one warning); on the CPU that fallback too.  The
+    output takes q's dtype; q/k are cast to v's dtype as vcattn does."""
 
     def fn(q, k, v, tensor_layout, sm_scale, return_lse, plan=None, step=None):
         if not return_lse or q.device.type != "cuda":
