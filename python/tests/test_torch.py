@@ -281,3 +281,20 @@ def test_wan_processor_cross_attention_short_kv_stays_on_sdpa():
     want = vcattn.attention(x.view(1, 150, 2, 64).transpose(1, 2), *(2 * [ctx.view(1, 40, 2, 64).transpose(1, 2)]),
                             method="sage2-8bit").transpose(1, 2).flatten(2)
     assert torch.equal(routed(Attn(), x, ctx), want)
+
+
+def test_copied_plans_and_caches_are_separate():
+    import copy
+    import pickle
+
+    q, k, v = qkv(seed=8)
+    cache = vcattn.PlanCache(vcattn.Schedule(8), clusters=8)
+    cache.set_step(0)
+    first = cache.attention("L", q, k, v)
+    for twin in (copy.deepcopy(cache), pickle.loads(pickle.dumps(cache))):
+        assert twin.handle != cache.handle and twin["L"].handle != cache["L"].handle
+        assert twin["L"].cache is twin
+        twin.set_step(1)
+        assert torch.equal(twin.attention("L", q, k, v), first)        # reuses its copied plan
+        assert twin["L"].history == [(0, "group"), (1, "reuse")]
+    assert cache["L"].history == [(0, "group")]                         # the original is untouched

@@ -260,6 +260,11 @@ class PlanCache:
         self._plans = {}
         self.handle = register(self)  # names the cache in torch custom-op calls
 
+    def __setstate__(self, state):
+        # an unpickled or deep-copied cache is another cache: it gets its own handle
+        self.__dict__.update(state)
+        self.handle = register(self)
+
     def set_step(self, step) -> None:
         if step is not None and self.schedule is not None:
             self.schedule._check(step)

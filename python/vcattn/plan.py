@@ -379,6 +379,11 @@ class Plan:
         self.history.append((step, action))
         return self.perm
 
+    def __setstate__(self, state):
+        # an unpickled or deep-copied plan is another plan: it gets its own handle
+        self.__dict__.update(state)
+        self.handle = register(self)
+
     def copy(self) -> "Plan":
         p = Plan(clusters=self.clusters, iterations=self.iterations, seed=self.seed, schedule=self.schedule,
                  warm_start=self.warm_start, num_threads=self.num_threads, name=self.name)
