@@ -41,6 +41,7 @@ def _read_table():
 
 
 _TABLE = _read_table()
+_VSMOOTH = frozenset(n for n, (_, values) in _TABLE.items() if values[_CONFIG_FIELDS.index("v_smooth")])
 
 
 def methods() -> list:
@@ -60,15 +61,14 @@ def method_id(method) -> int:
 
 def config(method) -> _lib.MethodConfig:
     """A fresh vcattn_method_config of the method (callers may change their copy)."""
-    values = _TABLE[method][1] if method in _TABLE else None
-    if values is None:
-        method_id(method)  # raises the right error
-    return _lib.MethodConfig(*values)
+    method_id(method)
+    return _lib.MethodConfig(*_TABLE[method][1])
 
 
 def uses_vsmooth(method) -> bool:
+    """True for a V-Smooth method (a set lookup: traceable, unlike building the ctypes struct)."""
     method_id(method)
-    return bool(dict(zip(_CONFIG_FIELDS, _TABLE[method][1]))["v_smooth"])
+    return method in _VSMOOTH
 
 
 def method_config(method: str) -> dict:
