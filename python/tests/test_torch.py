@@ -253,6 +253,11 @@ def test_patch_sdpa_empty_and_failing_calls_fall_back():
     # NaN in V[17, 5] reaches channel 5 of every query of that head, nothing else
     assert torch.isnan(got[0, 1, :, 5]).all() and torch.isnan(got).sum() == 200
     assert any("NON_FINITE" in str(x.message) for x in w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with vcattn.patch_sdpa(min_seq_kv=0) as p:
+            neg = F.scaled_dot_product_attention(q, k, v, scale=-0.1)   # vcattn refuses it, SDPA does not
+    assert p.fallbacks == {"scale": 1} and torch.equal(neg, F.scaled_dot_product_attention(q, k, v, scale=-0.1))
     with vcattn.patch_sdpa(min_seq_kv=0, strict=True):
         with pytest.raises(vcattn.VcattnError, match="NON_FINITE"):
             F.scaled_dot_product_attention(q, k, bad)

@@ -84,8 +84,8 @@ class patch_sdpa:
             transformer(...)
 
     Supported calls: 4-D (B, H, S, D) float16 / bfloat16 / float32 tensors, head_dim 64 or
-    128, no attn_mask, dropout_p == 0, is_causal False, equal head counts, non-empty, no
-    autograd.  Anything else runs the original SDPA, with one warning per reason per process
+    128, no attn_mask, dropout_p == 0, is_causal False, equal head counts, one device, a
+    finite scale > 0 (or None), non-empty, no autograd.  Anything else runs the original SDPA, with one warning per reason per process
     (``strict=True`` raises VcattnError instead); so does a call the library rejects when it
     runs (e.g. NaN input: exact attention, one warning).  CUDA tensors run the Hopper kernel
     (sage2-8bit, vsmooth-8bit, vsmooth-expcast-8bit); other methods, or a build/GPU without
@@ -172,7 +172,9 @@ class patch_sdpa:
         self._original = None
 
     # -- the replacement
-    def _unsupported(self, q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, extra):
+    def _unsupported(self, q, k, v, attn_mask, dropout_p, is_causal, scale, extra):
+        import math
+
         import torch
 
         if extra:
@@ -196,6 +198,10 @@ class patch_sdpa:
             return "dtype", "dtypes other than float16 / bfloat16 / float32"
         if any(x.stride(-1) != 1 for x in (q, k, v)):
             return "stride", "a non-contiguous head_dim axis"
+        if not (q.device == k.device == v.device):
+            return "device", "q, k, v on different devices"
+        if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+            return "scale", f"scale must be finite and > 0, got {scale!r}"
         if any(n == 0 for n in q.shape[:3]) or k.shape[2] == 0:
             return "empty", f"an empty batch, head or sequence axis (q {tuple(q.shape)}, k {tuple(k.shape)})"
         if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
@@ -204,7 +210,7 @@ class patch_sdpa:
 
     def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False, **extra):
-        why = self._unsupported(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa, extra)
+        why = self._unsupported(query, key, value, attn_mask, dropout_p, is_causal, scale, extra)
         if why is None and key.shape[2] < self.min_seq_kv:
             why = "short_kv", None  # routing policy, not a failure: no warning, strict or not
         if why is not None:
