@@ -53,7 +53,9 @@ def main():
     base = WanTransformer3DModel(**cfg).eval()
     model = copy.deepcopy(base)
     cache = vcattn.PlanCache(vcattn.Schedule(args.steps), clusters=16)
-    n = vcattn.install_wan_processors(model, cache, method=args.method, cross_attention=cross)
+    # min_seq_kv=0: this toy model has 768 tokens; at Wan's sizes (75k self-attention keys,
+    # 512 text keys) the default 4096 sends only the cross-attention to SDPA
+    n = vcattn.install_wan_processors(model, cache, method=args.method, cross_attention=cross, min_seq_kv=0)
     print(f"wrapped {n} attention modules; schedule {cache.schedule}")
 
     # latents (B, C, T, H, W) = (1, 4, 3, 32, 32): 3 x 16 x 16 = 768 tokens per frame stack

@@ -48,7 +48,9 @@ def main():
     with torch.no_grad():
         want = block(x)
         for method in ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit"):
-            with vcattn.patch_sdpa(method) as patch:
+            # min_seq_kv=0: route this 1024-token demo too (by default calls with fewer than
+            # 4096 keys keep torch SDPA, which is faster there)
+            with vcattn.patch_sdpa(method, min_seq_kv=0) as patch:
                 got = block(x)
             f = vcattn.fidelity(want, got)
             print(f"{method:<22} block output vs SDPA: rel_l2 {f['rel_l2']:.5f}  PSNR {f['psnr_db']:.2f} dB  "
@@ -57,14 +59,14 @@ def main():
         mask = torch.ones(1024, 1024, dtype=torch.bool).tril()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with vcattn.patch_sdpa() as patch:
+            with vcattn.patch_sdpa(min_seq_kv=0) as patch:
                 block(x, mask)
                 block(x, mask)
         print(f"\nwith an attn_mask: fallbacks {patch.fallbacks}, warnings: "
               f"{[str(w.message) for w in caught if 'vcattn' in str(w.message)]}")
 
         try:
-            with vcattn.patch_sdpa(strict=True):
+            with vcattn.patch_sdpa(strict=True, min_seq_kv=0):
                 block(x, mask)
         except vcattn.VcattnError as e:
             print(f"strict=True: VcattnError: {e}")

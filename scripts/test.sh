@@ -21,6 +21,8 @@ ctest --test-dir build --output-on-failure
 
 echo "== Python package tests (the in-tree package over build/libvcattn.so)"
 if python3 -c "import numpy, pytest" 2>/dev/null; then
+    python3 -c "import torch; print('   torch', torch.__version__, '- the torch, torch.compile and parallel tests run')" \
+        2>/dev/null || echo "   torch is not installed: the torch, torch.compile and parallel tests skip"
     VCATTN_LIBRARY=build/libvcattn.so python3 -m pytest python/tests -q
 else
     echo "   skipped: numpy and pytest are not installed"

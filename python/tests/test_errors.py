@@ -154,3 +154,36 @@ def test_bad_library_path_fails_at_import(tmp_path):
     r = subprocess.run([sys.executable, "-c", "import vcattn"], env=env, capture_output=True, text=True)
     assert r.returncode != 0
     assert "ImportError" in r.stderr and "nope.so" in r.stderr and "VCATTN_LIBRARY" in r.stderr
+
+
+def test_works_where_torch_cannot_be_imported():
+    # torch is optional: with every torch import failing, vcattn imports and computes, and
+    # only the torch helpers say they need it
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "\n".join([
+        "import sys, importlib.abc",
+        "class NoTorch(importlib.abc.MetaPathFinder):",
+        "    def find_spec(self, name, path, target=None):",
+        "        if name == 'torch' or name.startswith('torch.'):",
+        "            raise ImportError('no torch here')",
+        "sys.meta_path.insert(0, NoTorch())",
+        "import numpy as np, vcattn",
+        "q, k, v = np.random.default_rng(0).standard_normal((3, 1, 2, 130, 64)).astype(np.float32)",
+        "f = vcattn.fidelity(vcattn.reference_attention(q, k, v), vcattn.attention(q, k, v))",
+        "assert f['rel_l2'] < 0.08, f",
+        "try:",
+        "    vcattn.patch_sdpa().__enter__()",
+        "except ImportError as e:",
+        "    assert 'needs torch' in str(e), e",
+        "else:",
+        "    raise SystemExit('patch_sdpa did not raise ImportError')",
+        "print('ok')",
+    ])
+    env = dict(os.environ, PYTHONPATH=str(Path(vcattn.__file__).resolve().parents[1]))
+    env.setdefault("VCATTN_LIBRARY", vcattn.library_info()["path"])
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

@@ -65,7 +65,7 @@ def test_plan_cache_follows_the_schedule_on_the_gpu():
 
 def test_patch_sdpa_routes_cuda_calls():
     q, k, v = inputs(sq=512, skv=512)
-    with vcattn.patch_sdpa(strict=True) as p:
+    with vcattn.patch_sdpa(strict=True, min_seq_kv=0) as p:
         out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
     assert p.calls == 1 and out.is_cuda
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import vcattn  # noqa: E402
-from vcattn import core  # noqa: E402
+from vcattn import _lib  # noqa: E402
 
 
 def qkv(b=1, h=2, s=200, d=64, dtype=torch.float32, layout="HND", seed=0):
@@ -18,7 +18,7 @@ def qkv(b=1, h=2, s=200, d=64, dtype=torch.float32, layout="HND", seed=0):
 
 @pytest.fixture(autouse=True)
 def fresh_warnings():
-    core._warned.clear()
+    _lib.reset_warnings()
     yield
 
 
@@ -70,17 +70,17 @@ def test_patch_sdpa_routes_and_restores():
     orig = F.scaled_dot_product_attention
     q, k, v = qkv()
     want = vcattn.attention(q, k, v, method="sage2-8bit")
-    with vcattn.patch_sdpa("sage2-8bit") as p:
+    with vcattn.patch_sdpa("sage2-8bit", min_seq_kv=0) as p:
         assert F.scaled_dot_product_attention is not orig
         got = F.scaled_dot_product_attention(q, k, v)
         got_kw = torch.nn.functional.scaled_dot_product_attention(query=q, key=k, value=v, scale=None)
     assert F.scaled_dot_product_attention is orig
     assert p.calls == 2
     assert torch.equal(got, want) and torch.equal(got_kw, want)
-    with vcattn.patch_sdpa("sage2-8bit", step=3):            # a step without a cache is ignored
+    with vcattn.patch_sdpa("sage2-8bit", step=3, min_seq_kv=0):            # a step without a cache is ignored
         assert torch.equal(F.scaled_dot_product_attention(q, k, v), want)
-    with vcattn.patch_sdpa("sage2-8bit"):                    # nested blocks restore in order
-        with vcattn.patch_sdpa("sage2-8bit"):
+    with vcattn.patch_sdpa("sage2-8bit", min_seq_kv=0):                    # nested blocks restore in order
+        with vcattn.patch_sdpa("sage2-8bit", min_seq_kv=0):
             F.scaled_dot_product_attention(q, k, v)
         assert F.scaled_dot_product_attention is not orig
     assert F.scaled_dot_product_attention is orig
@@ -93,7 +93,7 @@ def test_patch_sdpa_fallbacks_warn_once_and_strict_raises():
     q64, k64, v64 = qkv()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        with vcattn.patch_sdpa() as p:
+        with vcattn.patch_sdpa(min_seq_kv=0) as p:
             a = F.scaled_dot_product_attention(q, k, v)
             F.scaled_dot_product_attention(q, k, v)
             m = F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask)
@@ -105,7 +105,7 @@ def test_patch_sdpa_fallbacks_warn_once_and_strict_raises():
     assert torch.allclose(a, F.scaled_dot_product_attention(q, k, v))
     assert torch.allclose(m, F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask))
     assert torch.allclose(c, F.scaled_dot_product_attention(q64, k64, v64, is_causal=True))
-    with vcattn.patch_sdpa(strict=True):
+    with vcattn.patch_sdpa(strict=True, min_seq_kv=0):
         with pytest.raises(vcattn.VcattnError, match="UNSUPPORTED_HEAD_DIM"):
             F.scaled_dot_product_attention(q, k, v)
         with pytest.raises(vcattn.VcattnError, match="attn_mask"):
@@ -119,7 +119,7 @@ def test_patch_sdpa_with_plan_cache_and_schedule():
     layers = [qkv(seed=i) for i in range(2)]
     for step in range(10):
         cache.set_step(step)
-        with vcattn.patch_sdpa(plan_cache=cache):
+        with vcattn.patch_sdpa(plan_cache=cache, min_seq_kv=0):
             for q, k, v in layers:
                 F.scaled_dot_product_attention(q, k, v)
     assert sorted(cache.keys()) == [0, 1]
@@ -132,7 +132,7 @@ def test_patch_sdpa_autograd_falls_back():
     q.requires_grad_(True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with vcattn.patch_sdpa() as p:
+        with vcattn.patch_sdpa(min_seq_kv=0) as p:
             out = F.scaled_dot_product_attention(q, k, v)
     out.sum().backward()
     assert q.grad is not None and p.fallbacks == {"autograd": 1}
@@ -192,7 +192,8 @@ def test_wan_processor_with_a_fake_module():
         is_cross_attention = False
 
     cache = vcattn.PlanCache(vcattn.Schedule(8), clusters=8)
-    proc = vcattn.VcattnAttnProcessor(Base(), layer_id="blocks.0.attn1", plan_cache=cache, method="vsmooth-8bit")
+    proc = vcattn.VcattnAttnProcessor(Base(), layer_id="blocks.0.attn1", plan_cache=cache, method="vsmooth-8bit",
+                                      min_seq_kv=0)
     x = torch.randn(1, 150, 128)
     for step in range(3):
         cache.set_step(step)
@@ -203,3 +204,102 @@ def test_wan_processor_with_a_fake_module():
     y2 = cross(Attn(), x, ctx)                    # cross-attention: plain SDPA by default
     assert torch.equal(y2, Base()(Attn(), x, ctx))
     assert "blocks.0.attn2" not in cache
+
+
+def test_patch_sdpa_sends_short_kv_to_sdpa_by_default():
+    F = torch.nn.functional
+    q, k, v = qkv(seed=3)                        # 200 keys: below the default 4096
+    want = F.scaled_dot_product_attention(q, k, v)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with vcattn.patch_sdpa(strict=True) as p:   # a routing choice, not a failure: strict does not raise
+            got = F.scaled_dot_product_attention(q, k, v)
+    assert p.min_seq_kv == 4096 and p.calls == 0 and p.fallbacks == {"short_kv": 1}
+    assert torch.equal(got, want) and not [x for x in w if "vcattn" in str(x.message)]
+    # the threshold counts keys, not queries: cross-attention from 300 queries to 100 keys
+    qx = qkv(s=300, seed=4)[0]
+    kx, vx = qkv(s=100, seed=5)[1:]
+    with vcattn.patch_sdpa("sage2-8bit", min_seq_kv=150) as p:
+        short = F.scaled_dot_product_attention(qx, kx, vx)
+        long_ = F.scaled_dot_product_attention(q, k, v)
+    assert p.calls == 1 and p.fallbacks == {"short_kv": 1}
+    assert torch.equal(short, F.scaled_dot_product_attention(qx, kx, vx))
+    assert torch.equal(long_, vcattn.attention(q, k, v, method="sage2-8bit"))
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="min_seq_kv"):
+            vcattn.patch_sdpa(min_seq_kv=bad)
+
+
+def test_patch_sdpa_empty_and_failing_calls_fall_back():
+    F = torch.nn.functional
+    q, k, v = qkv(seed=6)
+    empty = q[:, :, :0]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with vcattn.patch_sdpa(min_seq_kv=0) as p:
+            e = F.scaled_dot_product_attention(empty, k, v)          # no queries
+            e2 = F.scaled_dot_product_attention(q, k[:, :, :0], v[:, :, :0])  # no keys
+    assert e.shape == (1, 2, 0, 64) and p.fallbacks == {"empty": 2} and p.calls == 0
+    assert torch.equal(e2, F.scaled_dot_product_attention(q, k[:, :, :0], v[:, :, :0]))
+    assert sum("empty" in str(x.message) for x in w) == 1
+    # the library rejects NaN when the call runs: the model gets SDPA's answer, not an exception
+    bad = v.clone()
+    bad[0, 1, 17, 5] = float("nan")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with vcattn.patch_sdpa(min_seq_kv=0) as p:
+            got = F.scaled_dot_product_attention(q, k, bad)
+    torch.testing.assert_close(got, F.scaled_dot_product_attention(q, k, bad), equal_nan=True)
+    # NaN in V[17, 5] reaches channel 5 of every query of that head, nothing else
+    assert torch.isnan(got[0, 1, :, 5]).all() and torch.isnan(got).sum() == 200
+    assert any("NON_FINITE" in str(x.message) for x in w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with vcattn.patch_sdpa(min_seq_kv=0) as p:
+            neg = F.scaled_dot_product_attention(q, k, v, scale=-0.1)   # vcattn refuses it, SDPA does not
+    assert p.fallbacks == {"scale": 1} and torch.equal(neg, F.scaled_dot_product_attention(q, k, v, scale=-0.1))
+    with vcattn.patch_sdpa(min_seq_kv=0, strict=True):
+        with pytest.raises(vcattn.VcattnError, match="NON_FINITE"):
+            F.scaled_dot_product_attention(q, k, bad)
+        with pytest.raises(vcattn.VcattnError, match="empty"):
+            F.scaled_dot_product_attention(empty, k, v)
+
+
+def test_wan_processor_cross_attention_short_kv_stays_on_sdpa():
+    F = torch.nn.functional
+
+    class Base:
+        def __call__(self, attn, hidden_states, encoder_hidden_states=None):
+            kv = hidden_states if encoder_hidden_states is None else encoder_hidden_states
+            q = hidden_states.view(1, -1, 2, 64).transpose(1, 2)
+            k = kv.view(1, -1, 2, 64).transpose(1, 2)
+            return F.scaled_dot_product_attention(q, k, k).transpose(1, 2).flatten(2)
+
+    class Attn:
+        is_cross_attention = True
+
+    x, ctx = torch.randn(1, 150, 128), torch.randn(1, 40, 128)
+    proc = vcattn.VcattnAttnProcessor(Base(), layer_id="blocks.0.attn2", cross_attention=True)
+    assert torch.equal(proc(Attn(), x, ctx), Base()(Attn(), x, ctx))      # 40 text keys: SDPA
+    routed = vcattn.VcattnAttnProcessor(Base(), layer_id="blocks.0.attn2", cross_attention="sage2-8bit",
+                                        min_seq_kv=0)
+    want = vcattn.attention(x.view(1, 150, 2, 64).transpose(1, 2), *(2 * [ctx.view(1, 40, 2, 64).transpose(1, 2)]),
+                            method="sage2-8bit").transpose(1, 2).flatten(2)
+    assert torch.equal(routed(Attn(), x, ctx), want)
+
+
+def test_copied_plans_and_caches_are_separate():
+    import copy
+    import pickle
+
+    q, k, v = qkv(seed=8)
+    cache = vcattn.PlanCache(vcattn.Schedule(8), clusters=8)
+    cache.set_step(0)
+    first = cache.attention("L", q, k, v)
+    for twin in (copy.deepcopy(cache), pickle.loads(pickle.dumps(cache))):
+        assert twin.handle != cache.handle and twin["L"].handle != cache["L"].handle
+        assert twin["L"].cache is twin
+        twin.set_step(1)
+        assert torch.equal(twin.attention("L", q, k, v), first)        # reuses its copied plan
+        assert twin["L"].history == [(0, "group"), (1, "reuse")]
+    assert cache["L"].history == [(0, "group")]                         # the original is untouched

@@ -14,17 +14,24 @@ $VCATTN_LIBRARY (a path to libvcattn.so) overrides it.
 """
 from __future__ import annotations
 
+import sys
+
 from ._lib import VcattnError, has_symbol, load_library, library_path
-from .core import (DEFAULT_METHOD, attention, expcast_facts, fidelity, merge_attention, method_config, methods,
-                   reference_attention)
+from ._methods import DEFAULT_METHOD, method_config, methods
+from .core import PlanCache, attention, expcast_facts, fidelity, merge_attention, reference_attention
 from .integration import VcattnAttnProcessor, attention_with_lse, flash_attn_forward, install_wan_processors, patch_sdpa
-from .plan import Plan, PlanCache, Schedule, block_energy_share, cube_permutation, kmeans_plan
+from .plan import Plan, Schedule, block_energy_share, cube_permutation, kmeans_plan
 from . import parallel
 from .parallel import RingAttention, UlyssesAttention
 
 __version__ = "0.1.0"
 
 load_library()  # fail at import, with the paths tried, when libvcattn cannot be loaded
+
+if "torch" in sys.modules:
+    # torch.ops.vcattn.* exist from here on; without torch they are registered by the first
+    # call with torch tensors (import vcattn never imports torch itself)
+    from . import _ops  # noqa: F401 (registration is the point)
 
 
 def library_version() -> str:

@@ -1,17 +1,19 @@
 """ctypes view of libvcattn: loading, the structs of include/vcattn.h, statuses.
 
-Nothing here computes: every function below is a thin, typed handle on the C API.
-The struct layouts mirror include/vcattn.h field for field; tests/test_abi.py
-checks them against vcattn_attention_params_init and vcattn_kmeans_params_init.
+The bottom of the package: it imports nothing of vcattn.  Nothing here computes: every
+function below is a thin, typed handle on the C API.  The struct layouts mirror
+include/vcattn.h field for field; tests/test_abi.py checks them against
+vcattn_attention_params_init and vcattn_kmeans_params_init.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import sys
+import warnings
 from pathlib import Path
 
-__all__ = ["VcattnError", "lib", "check", "library_path", "STATUS_NAMES"]
+__all__ = ["VcattnError", "lib", "check", "library_path", "STATUS_NAMES", "warn_once", "reset_warnings"]
 
 # ---- status -----------------------------------------------------------------
 
@@ -181,6 +183,27 @@ class Schedule(ctypes.Structure):
                 ("keep_demean_after_window", ctypes.c_int)]
 
 
+class GpuParams(ctypes.Structure):  # vcattn_gpu_params
+    _fields_ = [
+        ("batch", c_i64), ("heads", c_i64), ("seq_q", c_i64), ("seq_kv", c_i64), ("head_dim", c_i64),
+        ("method", ctypes.c_int), ("softmax_scale", ctypes.c_double),
+        ("input_dtype", ctypes.c_int), ("output_dtype", ctypes.c_int),
+        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("o", ctypes.c_void_p),
+        ("q_stride", c_i64_3), ("k_stride", c_i64_3), ("v_stride", c_i64_3), ("o_stride", c_i64_3),
+        ("perm", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+    ]
+
+
+class GpuKmeansParams(ctypes.Structure):  # vcattn_gpu_kmeans_params
+    _fields_ = [
+        ("batch", c_i64), ("heads", c_i64), ("seq", c_i64), ("head_dim", c_i64),
+        ("dtype", ctypes.c_int), ("v", ctypes.c_void_p), ("v_stride", c_i64_3),
+        ("clusters", ctypes.c_int), ("iterations", ctypes.c_int), ("seed", ctypes.c_uint64),
+        ("init_centroids", ctypes.c_void_p), ("centroids", ctypes.c_void_p),
+        ("perm", ctypes.c_void_p), ("labels", ctypes.c_void_p),
+    ]
+
+
 def _declare(h):
     P = ctypes.POINTER
     vp, st, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
@@ -212,6 +235,19 @@ def _declare(h):
         fn = getattr(h, name)
         fn.restype = res
         fn.argtypes = args
+    # The CUDA entry points exist only in a CUDA build.
+    gpu = {
+        "vcattn_gpu_device_check": (st, []),
+        "vcattn_gpu_workspace_size": (st, [P(GpuParams), P(ctypes.c_size_t)]),
+        "vcattn_gpu_attention": (st, [P(GpuParams), vp, ctypes.c_size_t, vp]),
+        "vcattn_gpu_kmeans_workspace_size": (st, [P(GpuKmeansParams), P(ctypes.c_size_t)]),
+        "vcattn_gpu_kmeans": (st, [P(GpuKmeansParams), vp, ctypes.c_size_t, vp]),
+    }
+    for name, (res, args) in gpu.items():
+        fn = getattr(h, name, None)
+        if fn is not None:
+            fn.restype = res
+            fn.argtypes = args
 
 
 class _LazyLib:
@@ -236,3 +272,21 @@ def has_symbol(name: str) -> bool:
         return True
     except AttributeError:
         return False
+
+
+# ---- warnings ---------------------------------------------------------------------------------
+
+_warned = set()
+
+
+def warn_once(key, message) -> None:
+    """One warning per distinct reason per process (a model calls attention thousands of times)."""
+    if key in _warned:
+        return
+    _warned.add(key)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def reset_warnings() -> None:
+    """Forget which warnings were given (tests)."""
+    _warned.clear()

@@ -18,15 +18,6 @@ _AXES = {"HND": (0, 1, 2), "NHD": (0, 2, 1)}
 _NUMPY_OK = {"float32", "float16", "float64", "bfloat16"}
 
 
-def torch_module():
-    """torch if it is already importable, else None (never installs or forces it)."""
-    try:
-        import torch  # noqa: F401
-    except Exception:
-        return None
-    return torch
-
-
 def is_torch(x) -> bool:
     """True for a torch.Tensor (torch need not be importable: no torch, no tensor)."""
     torch = sys.modules.get("torch")

@@ -1,84 +1,34 @@
-"""The calls: attention (a method's CPU simulation), the FP64 reference, metrics, merge.
+"""The public call: attention, reference_attention, metrics, merge, and PlanCache.
 
-Every number comes from libvcattn; Python checks arguments, describes the caller's
-memory to C (pointers + element strides), and converts dtypes.
+Every number comes from libvcattn; Python checks arguments, then hands the call to its
+path: numpy to the CPU simulation (_cpu), torch tensors to the torch custom ops (_ops:
+the CPU simulation or the Hopper kernel, traceable by torch.compile), and what neither
+runs to the one fallback (_fallback).
 """
 from __future__ import annotations
 
 import ctypes
 import math
-import os
-import warnings
 
 import numpy as np
 
-from . import _lib, _tensors
-from ._lib import VcattnError, check, lib
-from .plan import DEFAULT_KMEANS, Plan, _kmeans
+from . import _cpu, _fallback, _lib, _tensors
+from ._lib import VcattnError, check, lib, warn_once
+from ._methods import DEFAULT_METHOD, method_id
+from .plan import (CACHE_STEP, GROUP, OFF, REUSE, LayerRef, Plan, Schedule, check_kmeans_args, is_cache_step,
+                   literal_key, register)
 
-__all__ = ["attention", "reference_attention", "fidelity", "expcast_facts", "methods",
-           "method_config", "merge_attention", "DEFAULT_METHOD"]
-
-DEFAULT_METHOD = "vsmooth-expcast-8bit"
-_METHOD_COUNT = 7  # VCATTN_METHOD_COUNT; methods() asks the library and stops at the first NULL name
-
-_QK_FORMATS = ("fp32", "int8", "e4m3", "nvfp4")
-_QK_GRAN = ("block", "thread")
-_V_FORMATS = ("fp32", "e4m3_per_block", "e4m3_per_channel", "nvfp4")
-_P_FORMATS = ("fp32", "e4m3", "expcast", "nvfp4")
-
-
-# ---- methods -------------------------------------------------------------------------------
-
-def methods() -> list:
-    """Names of the methods the library simulates, e.g. ['fp8-naive', 'sage2-8bit', ...]."""
-    names = []
-    i = 0
-    while True:
-        n = lib.vcattn_method_name(i)
-        if n is None:
-            break
-        names.append(n.decode())
-        i += 1
-    return names
-
-
-def _method_id(method) -> int:
-    if not isinstance(method, str):
-        raise TypeError(f"vcattn: method must be a str, got {type(method).__name__}")
-    mid = ctypes.c_int()
-    if lib.vcattn_method_from_name(method.encode(), ctypes.byref(mid)) != 0:
-        raise ValueError(f"vcattn: unknown method {method!r}; known: {', '.join(methods())}")
-    return mid.value
-
-
-def _config(method) -> _lib.MethodConfig:
-    cfg = _lib.MethodConfig()
-    check(lib.vcattn_method_config_get(_method_id(method), ctypes.byref(cfg)), "vcattn_method_config_get")
-    return cfg
-
-
-def method_config(method: str) -> dict:
-    """The flag set of a method (vcattn_method_config), as a dict of readable values."""
-    c = _config(method)
-    return dict(qk_format=_QK_FORMATS[c.qk_format], qk_granularity=_QK_GRAN[c.qk_granularity],
-                smooth_k=bool(c.smooth_k), smooth_q=bool(c.smooth_q), v_format=_V_FORMATS[c.v_format],
-                v_smooth=bool(c.v_smooth), p_format=_P_FORMATS[c.p_format],
-                rowsum_from_quantized_p=bool(c.rowsum_from_quantized_p))
+__all__ = ["attention", "reference_attention", "fidelity", "expcast_facts", "merge_attention", "PlanCache"]
 
 
 # ---- argument checks -----------------------------------------------------------------------------
 
-def _default_threads(num_threads):
-    if num_threads is None:
-        env = os.environ.get("VCATTN_NUM_THREADS", "0")
-        try:
-            num_threads = int(env)
-        except ValueError:
-            raise ValueError(f"vcattn: VCATTN_NUM_THREADS must be an int, got {env!r}")
-    if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or num_threads < 0:
+def _check_threads(num_threads):
+    """None (= $VCATTN_NUM_THREADS, read when the call runs) or an int >= 0."""
+    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer))
+                                    or num_threads < 0):
         raise ValueError(f"vcattn: num_threads must be an int >= 0 (0 = all cores), got {num_threads!r}")
-    return int(num_threads)
+    return num_threads
 
 
 def _check_scale(sm_scale):
@@ -117,44 +67,23 @@ def _check_qkv(q, k, v, layout):
     return kind, (bq, hq, sq, sk, dq)
 
 
-def _is_cuda(x) -> bool:
-    return _tensors.is_torch(x) and x.device.type != "cpu"
+def _check_plan_and_step(plan, step):
+    if step is not None and not is_cache_step(step) and (
+            isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0):
+        raise ValueError(f"vcattn: step must be an int >= 0 or None, got {step!r}")
+    if not (plan is None or isinstance(plan, (Plan, LayerRef, np.ndarray)) or _tensors.is_torch(plan)):
+        raise TypeError(f"vcattn: plan must be None, a vcattn.Plan or a (B,H,Skv) int array, "
+                        f"got {type(plan).__name__}")
+    if plan is None and step is not None:
+        raise ValueError("vcattn: step needs a plan (a vcattn.Plan, e.g. PlanCache.layer(id)); "
+                         "without one every call groups")
 
 
-# ---- the C call ---------------------------------------------------------------------------------
-
-class _Problem:
-    """Operands, outputs and the filled vcattn_attention_params of one call."""
-
-    def __init__(self, q, k, v, layout, sm_scale, return_lse, num_threads):
-        self.q = _tensors.as_operand(q, layout)
-        self.k = _tensors.as_operand(k, layout)
-        self.v = _tensors.as_operand(v, layout)
-        b, h, sq, d = self.q.shape
-        skv = self.k.shape[2]
-        self.out = _tensors.empty_out(b, h, sq, d, layout)
-        o_op = _tensors.Operand(self.out, layout)
-        self.lse = np.empty((b, h, sq), np.float32) if return_lse else None
-        p = _lib.AttentionParams()
-        lib.vcattn_attention_params_init(ctypes.byref(p), b, h, sq, skv, d, self.q.ptr, self.k.ptr, self.v.ptr,
-                                         o_op.ptr)
-        p.q_stride[:] = self.q.strides
-        p.k_stride[:] = self.k.strides
-        p.v_stride[:] = self.v.strides
-        p.o_stride[:] = o_op.strides
-        p.lse = None if self.lse is None else self.lse.ctypes.data
-        p.softmax_scale = sm_scale
-        p.num_threads = num_threads
-        self.params = p
-        # Shapes, strides, head_dim: rejected here, before any planning work.
-        check(lib.vcattn_attention_params_validate(ctypes.byref(p)), "vcattn_attention_params_validate")
-
-
-def _finish(prob: _Problem, q, return_lse):
-    out = _tensors.like(prob.out, q)
+def _finish(out, lse, q, return_lse):
+    """float32 numpy results in q's kind and dtype."""
+    out = _tensors.like(out, q)
     if not return_lse:
         return out
-    lse = prob.lse
     if _tensors.is_torch(q):
         import torch
 
@@ -162,35 +91,7 @@ def _finish(prob: _Problem, q, return_lse):
     return out, lse
 
 
-def _resolve_perm(plan, step, prob: _Problem, num_threads):
-    """The (B,H,Skv) int32 permutation for a V-Smooth method, or None for 'V-Smooth off'."""
-    if plan is None:
-        perm, _ = _kmeans(prob.v, DEFAULT_KMEANS["clusters"], DEFAULT_KMEANS["iterations"], DEFAULT_KMEANS["seed"],
-                          None, num_threads)
-        return perm
-    if isinstance(plan, Plan):
-        return plan.resolve(prob.v, step)
-    return _fixed_perm(plan, prob.params.batch, prob.params.heads, prob.params.seq_kv)
-
-
-def _fixed_perm(plan, b, h, skv):
-    p = plan if isinstance(plan, np.ndarray) else plan.detach().cpu().numpy()
-    if not np.issubdtype(p.dtype, np.integer) or p.shape != (b, h, skv):
-        raise ValueError(f"vcattn: a permutation plan must be an integer array of shape {(b, h, skv)}, "
-                         f"got {p.dtype} {p.shape}")
-    return np.ascontiguousarray(p, dtype=np.int32)
-
-
-def _check_plan_and_step(plan, step):
-    if step is not None and (isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0):
-        raise ValueError(f"vcattn: step must be an int >= 0 or None, got {step!r}")
-    if not (plan is None or isinstance(plan, (Plan, np.ndarray)) or _tensors.is_torch(plan)):
-        raise TypeError(f"vcattn: plan must be None, a vcattn.Plan or a (B,H,Skv) int array, "
-                        f"got {type(plan).__name__}")
-    if plan is None and step is not None:
-        raise ValueError("vcattn: step needs a plan (a vcattn.Plan, e.g. PlanCache.layer(id)); "
-                         "without one every call groups")
-
+# ---- the calls ------------------------------------------------------------------------------------
 
 def attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bool = False, plan=None, step=None,
               method: str = DEFAULT_METHOD, *, num_threads=None, strict: bool = False):
@@ -208,28 +109,36 @@ def attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bo
     natural log, (B, H, Sq).  Errors: ValueError / TypeError for bad arguments,
     ``VcattnError`` for every status the library returns (NaN input: NON_FINITE).
 
-    CUDA tensors: not routed to the GPU kernel by this version; they fall back to
-    torch SDPA with one warning (``strict=True`` raises VcattnError instead).
+    torch tensors go through the custom op ``torch.ops.vcattn.attention`` (torch.compile
+    traces it without a graph break).  CUDA tensors run the Hopper kernel for the GPU
+    methods; other calls fall back to torch SDPA with one warning (``strict=True`` raises
+    VcattnError instead).
     """
-    mid = _method_id(method)
+    return call(q, k, v, tensor_layout, sm_scale, return_lse, plan, step, method, num_threads, strict)
+
+
+def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict, fallback=False):
+    """``attention`` with one more switch for the integrations: ``fallback=True`` answers a
+    library error (NaN input, ...) with exact attention and one warning instead of raising."""
+    method_id(method)
     _check_plan_and_step(plan, step)
     scale = _check_scale(sm_scale)
-    threads = _default_threads(num_threads)
-    kind, _ = _check_qkv(q, k, v, tensor_layout)
-    if kind == "torch" and _is_cuda(q):
-        return _cuda_attention(q, k, v, tensor_layout, sm_scale, return_lse, method, strict, plan, step)
-    prob = _Problem(q, k, v, tensor_layout, scale, return_lse, threads)
-    cfg = _lib.MethodConfig()
-    check(lib.vcattn_method_config_get(mid, ctypes.byref(cfg)), "vcattn_method_config_get")
-    perm = None
-    if cfg.v_smooth:
-        perm = _resolve_perm(plan, step, prob, threads)
-        if perm is None:
-            cfg.v_smooth = 0  # the schedule turned V-Smooth off for this step
-    st = lib.vcattn_simulate_attention(ctypes.byref(prob.params), ctypes.byref(cfg),
-                                       None if perm is None else perm.ctypes.data, None)
-    check(st, "vcattn_simulate_attention", f"method {method}")
-    return _finish(prob, q, return_lse)
+    threads = _check_threads(num_threads)
+    kind, _ = _check_qkv(q, k, v, layout)
+    if kind == "torch":
+        from . import _ops  # torch is imported only once torch tensors show up
+
+        return _ops.attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, threads, strict, fallback)
+    if isinstance(plan, LayerRef):
+        plan = plan.plan()
+    try:
+        out, lse = _cpu.simulate(q, k, v, layout, scale, return_lse, _cpu.threads(threads), method, plan, step)
+    except VcattnError as e:
+        if not fallback:
+            raise
+        warn_once(("error", e.status_name), f"vcattn: {e}; such calls use exact attention instead")
+        return _fallback.attention(q, k, v, layout, sm_scale, return_lse)
+    return _finish(out, lse, q, return_lse)
 
 
 def reference_attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bool = False, *,
@@ -239,74 +148,17 @@ def reference_attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, retu
     Same arguments and results as ``attention`` minus method / plan; torch CUDA tensors are
     copied to the CPU and the result copied back."""
     scale = _check_scale(sm_scale)
-    threads = _default_threads(num_threads)
+    threads = _cpu.threads(num_threads)
     kind, _ = _check_qkv(q, k, v, tensor_layout)
     dev = None
-    if kind == "torch" and _is_cuda(q):
+    if kind == "torch" and q.device.type != "cpu":
         dev = q.device
         q, k, v = q.cpu(), k.cpu(), v.cpu()
-    prob = _Problem(q, k, v, tensor_layout, scale, return_lse, threads)
-    check(lib.vcattn_reference_attention(ctypes.byref(prob.params)), "vcattn_reference_attention")
-    res = _finish(prob, q, return_lse)
+    out, lse = _cpu.reference(q, k, v, tensor_layout, scale, return_lse, threads)
+    res = _finish(out, lse, q, return_lse)
     if dev is not None:
         res = tuple(r.to(dev) for r in res) if return_lse else res.to(dev)
     return res
-
-
-# ---- CUDA tensors ---------------------------------------------------------------------------------
-
-_warned = set()
-
-
-def warn_once(key, message):
-    """One warning per distinct reason per process."""
-    if key in _warned:
-        return
-    _warned.add(key)
-    warnings.warn(message, RuntimeWarning, stacklevel=3)
-
-
-def _cuda_attention(q, k, v, layout, sm_scale, return_lse, method, strict, plan=None, step=None):
-    """CUDA tensors: the Hopper kernel (vcattn_gpu_attention) on the current stream; what it
-    does not cover falls back to torch SDPA with one warning (strict=True raises instead)."""
-    from . import _gpu
-
-    try:
-        return _gpu.attention(q, k, v, layout, sm_scale, return_lse, method, plan, step)
-    except _gpu.Unsupported as e:
-        why = str(e)
-    if strict:
-        raise VcattnError(_lib.STATUS["NOT_BUILT"], "vcattn.attention", why)
-    warn_once(("cuda", why), f"vcattn: {why}; falling back to torch SDPA (BF16/FP16, exact softmax)")
-    return sdpa_with_lse(q, k, v, layout, sm_scale, return_lse)
-
-
-# torch's own SDPA, recorded by the first patch_sdpa, so that a fallback taken inside a
-# patched block never goes through the patch again.
-_torch_sdpa = None
-
-
-def sdpa_with_lse(q, k, v, layout, sm_scale, return_lse):
-    """torch SDPA in vcattn's calling convention; the LSE (if asked) in float32 chunks."""
-    import torch
-
-    f = _torch_sdpa or torch.nn.functional.scaled_dot_product_attention
-    if layout == "NHD":
-        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
-    qq = q.to(v.dtype) if q.dtype != v.dtype else q
-    kk = k.to(v.dtype) if k.dtype != v.dtype else k
-    out = f(qq, kk, v, scale=sm_scale).to(q.dtype)
-    if layout == "NHD":
-        out = out.transpose(1, 2)
-    if not return_lse:
-        return out
-    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-    kf = k.float()
-    for i in range(0, q.shape[2], 1024):
-        s = torch.matmul(q[:, :, i:i + 1024].float(), kf.transpose(-1, -2)) * scale
-        lse[:, :, i:i + 1024] = torch.logsumexp(s, dim=-1)
-    return out, lse
 
 
 # ---- metrics --------------------------------------------------------------------------------
@@ -381,3 +233,92 @@ def merge_attention(out1, lse1, out2, lse2, tensor_layout: str = "HND"):
         a1, a2 = a1.transpose(1, 2), a2.transpose(1, 2)
     out = out1.to(wide) * a1.unsqueeze(-1) + out2.to(wide) * a2.unsqueeze(-1)
     return out.to(out1.dtype), lse
+
+
+# ---- plan cache -----------------------------------------------------------------------------------
+
+class PlanCache:
+    """Plans keyed by layer id, all following one Schedule and one step index.
+
+    >>> cache = PlanCache(Schedule(40))
+    >>> for step in range(40):
+    ...     cache.set_step(step)
+    ...     out = cache.attention("block0.attn1", q, k, v)   # or attention(..., plan=cache.layer(id), step=step)
+
+    Without a schedule every layer groups on first use and reuses that plan afterwards.
+    """
+
+    def __init__(self, schedule: Schedule | None = None, *, clusters: int = 64, iterations: int = 8, seed: int = 0,
+                 warm_start: bool = True, num_threads: int = 0):
+        if schedule is not None and not isinstance(schedule, Schedule):
+            raise TypeError("vcattn.PlanCache: schedule must be a vcattn.Schedule or None")
+        check_kmeans_args(clusters, iterations, num_threads)
+        self.schedule = schedule
+        self.kmeans = dict(clusters=clusters, iterations=iterations, seed=seed, warm_start=warm_start,
+                           num_threads=num_threads)
+        self.step = None
+        self._plans = {}
+        self.handle = register(self)  # names the cache in torch custom-op calls
+
+    def __setstate__(self, state):
+        # an unpickled or deep-copied cache is another cache: it gets its own handle
+        self.__dict__.update(state)
+        self.handle = register(self)
+
+    def set_step(self, step) -> None:
+        if step is not None and self.schedule is not None:
+            self.schedule._check(step)
+        self.step = step
+
+    def layer(self, layer_id) -> Plan:
+        """The Plan of this layer (created empty on first use)."""
+        plan = self._plans.get(layer_id)
+        if plan is None:
+            plan = Plan(schedule=self.schedule, name=layer_id, **self.kmeans)
+            plan.cache = self
+            self._plans[layer_id] = plan
+        return plan
+
+    __getitem__ = layer
+
+    def __contains__(self, layer_id):
+        return layer_id in self._plans
+
+    def __len__(self):
+        return len(self._plans)
+
+    def keys(self):
+        return self._plans.keys()
+
+    def items(self):
+        return self._plans.items()
+
+    def clear(self) -> None:
+        """Forget every plan (a new video: the next step groups cold)."""
+        self._plans.clear()
+        self.step = None
+
+    def attention(self, layer_id, q, k, v, step=None, **kwargs):
+        """vcattn.attention with this layer's plan and the cache's step (or ``step``)."""
+        return attention(q, k, v, plan=self.layer_ref(layer_id), step=CACHE_STEP if step is None else step, **kwargs)
+
+    def layer_ref(self, layer_id):
+        """What a call passes as this layer's plan: a LayerRef (the Plan is found when the call
+        runs: nothing for torch.compile to trace) when the key allows it, else the Plan."""
+        return LayerRef(self.handle, layer_id) if literal_key(layer_id) else self.layer(layer_id)
+
+    def grouped_steps(self) -> list:
+        """Sorted steps on which at least one layer grouped."""
+        return sorted({s for p in self._plans.values() for s, a in p.history if a == GROUP and s is not None})
+
+    def summary(self) -> dict:
+        """{step: {'group': n, 'reuse': n, 'off': n}} over all layers."""
+        out = {}
+        for p in self._plans.values():
+            for s, a in p.history:
+                d = out.setdefault(s, {GROUP: 0, REUSE: 0, OFF: 0})
+                d[a] += 1
+        return dict(sorted(out.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
+
+    def __repr__(self):
+        return f"PlanCache({len(self)} layers, step={self.step}, schedule={self.schedule!r})"

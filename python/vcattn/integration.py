@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import threading
 
-from . import _lib, _tensors
-from . import core as _core
-from ._fallback import math_attention_lse
-from ._lib import VcattnError
-from .core import DEFAULT_METHOD, _method_id, attention, warn_once
-from .plan import PlanCache
+from . import _fallback, _lib, _tensors
+from ._lib import VcattnError, warn_once
+from ._methods import DEFAULT_METHOD, method_id
+from .core import PlanCache, attention, call
+from .plan import CACHE_STEP
 
 __all__ = ["patch_sdpa", "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors"]
 
 HEAD_DIMS = (64, 128)
+# Below this many keys the routed call goes to the original SDPA: cross-attention to ~512 text
+# tokens is faster in cuDNN than in vcattn, and its few keys gain little from V-Smooth.
+MIN_SEQ_KV = 4096
 
 
 def _strict_error(reason_key: str, message: str) -> VcattnError:
@@ -62,12 +64,17 @@ def flash_attn_forward(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
         raise _strict_error("feature", msg)
     _tensors.kind_of(q, k, v)
     warn_once(("flash_attn_forward",) + tuple(reasons), f"{msg}; using the exact float32 fallback for these calls")
-    return math_attention_lse(q, k, v, "NHD", softmax_scale, causal, window, softcap)
+    return _fallback.attention(q, k, v, "NHD", softmax_scale, True, causal, window, softcap)
 
 
 # ---- SDPA patch -----------------------------------------------------------------------------
 
 _patch_lock = threading.RLock()
+
+
+def _compiling(torch) -> bool:
+    compiler = getattr(torch, "compiler", None)
+    return bool(compiler is not None and getattr(compiler, "is_compiling", lambda: False)())
 
 
 class patch_sdpa:
@@ -77,11 +84,22 @@ class patch_sdpa:
             transformer(...)
 
     Supported calls: 4-D (B, H, S, D) float16 / bfloat16 / float32 tensors, head_dim 64 or
-    128, no attn_mask, dropout_p == 0, is_causal False, equal head counts, no autograd.
-    Anything else runs the original SDPA, with one warning per reason per process (``strict=True``
-    raises VcattnError instead).  CUDA tensors run the Hopper kernel (sage2-8bit,
-    vsmooth-8bit, vsmooth-expcast-8bit); other methods, or a build/GPU without it, take the
-    original SDPA with one warning.
+    128, no attn_mask, dropout_p == 0, is_causal False, equal head counts, one device, a
+    finite scale > 0 (or None), non-empty, no autograd.  Anything else runs the original SDPA, with one warning per reason per process
+    (``strict=True`` raises VcattnError instead); so does a call the library rejects when it
+    runs (e.g. NaN input: exact attention, one warning).  CUDA tensors run the Hopper kernel
+    (sage2-8bit, vsmooth-8bit, vsmooth-expcast-8bit); other methods, or a build/GPU without
+    it, take SDPA with one warning.
+
+    Short key sequences: a call with fewer than ``min_seq_kv`` keys (default 4096) runs the
+    original SDPA without a warning (counted in ``fallbacks['short_kv']``, even with
+    ``strict=True``): cross-attention to 512 text tokens is faster in cuDNN, and V-Smooth has
+    little to smooth there.  ``min_seq_kv=0`` routes every supported call.
+
+    torch.compile: a compiled model called inside the block traces the routed calls into
+    the custom op ``torch.ops.vcattn.attention`` (no graph break, also with
+    ``fullgraph=True``).  Drive the step through ``plan_cache.set_step`` rather than
+    ``step=``: a step given here is a constant of the graph, so each new one recompiles.
 
     Plans: with ``plan_cache`` each call's Plan is ``plan_cache.layer(key)``, key = ``layer``
     (and ``(layer, n)`` for the n-th further call in the block) or, without ``layer``, the
@@ -96,8 +114,10 @@ class patch_sdpa:
     """
 
     def __init__(self, method: str = DEFAULT_METHOD, *, strict: bool = False, plan_cache: PlanCache | None = None,
-                 step=None, layer=None, num_threads=None, head_dims=HEAD_DIMS):
-        _method_id(method)  # unknown names fail here, not inside the model
+                 step=None, layer=None, num_threads=None, head_dims=HEAD_DIMS, min_seq_kv: int = MIN_SEQ_KV):
+        method_id(method)  # unknown names fail here, not inside the model
+        if isinstance(min_seq_kv, bool) or not isinstance(min_seq_kv, int) or min_seq_kv < 0:
+            raise ValueError(f"vcattn.patch_sdpa: min_seq_kv must be an int >= 0, got {min_seq_kv!r}")
         if plan_cache is not None and not isinstance(plan_cache, PlanCache):
             raise TypeError("vcattn.patch_sdpa: plan_cache must be a vcattn.PlanCache or None")
         self.method = method
@@ -107,6 +127,7 @@ class patch_sdpa:
         self.layer = layer
         self.num_threads = num_threads
         self.head_dims = tuple(head_dims)
+        self.min_seq_kv = min_seq_kv
         self.calls = 0          # calls routed through vcattn in the current block
         self.fallbacks = {}     # reason -> count, for the current block
         self._original = None
@@ -114,32 +135,46 @@ class patch_sdpa:
     # -- context
     def __enter__(self):
         try:
+            import torch
             import torch.nn.functional as F
         except ImportError as e:
             raise ImportError("vcattn.patch_sdpa needs torch") from e
 
-        with _patch_lock:
-            if self._original is not None:
-                raise RuntimeError("vcattn.patch_sdpa: this context is already active")
-            self._original = F.scaled_dot_product_attention
-            if _core._torch_sdpa is None and not isinstance(getattr(self._original, "__self__", None), patch_sdpa):
-                _core._torch_sdpa = self._original
-            self.calls = 0
-            self._ordinal = 0
-            self.fallbacks = {}
-            F.scaled_dot_product_attention = self._sdpa
+        if _compiling(torch):  # a block inside a compiled region (a processor): dynamo traces the
+            self._enter(F)     # swap and replays it; a lock is not traceable, and not needed there
+        else:
+            with _patch_lock:
+                self._enter(F)
         return self
 
+    def _enter(self, F):
+        if self._original is not None:
+            raise RuntimeError("vcattn.patch_sdpa: this context is already active")
+        self._original = F.scaled_dot_product_attention
+        self.calls = 0
+        self._ordinal = 0
+        self.fallbacks = {}
+        F.scaled_dot_product_attention = self._sdpa
+
     def __exit__(self, *exc):
+        import torch
         import torch.nn.functional as F
 
-        with _patch_lock:
-            F.scaled_dot_product_attention = self._original
-            self._original = None
+        if _compiling(torch):
+            self._exit(F)
+        else:
+            with _patch_lock:
+                self._exit(F)
         return False
 
+    def _exit(self, F):
+        F.scaled_dot_product_attention = self._original
+        self._original = None
+
     # -- the replacement
-    def _unsupported(self, q, k, v, attn_mask, dropout_p, is_causal, enable_gqa, extra):
+    def _unsupported(self, q, k, v, attn_mask, dropout_p, is_causal, scale, extra):
+        import math
+
         import torch
 
         if extra:
@@ -163,36 +198,44 @@ class patch_sdpa:
             return "dtype", "dtypes other than float16 / bfloat16 / float32"
         if any(x.stride(-1) != 1 for x in (q, k, v)):
             return "stride", "a non-contiguous head_dim axis"
+        if not (q.device == k.device == v.device):
+            return "device", "q, k, v on different devices"
+        if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+            return "scale", f"scale must be finite and > 0, got {scale!r}"
+        if any(n == 0 for n in q.shape[:3]) or k.shape[2] == 0:
+            return "empty", f"an empty batch, head or sequence axis (q {tuple(q.shape)}, k {tuple(k.shape)})"
         if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
             return "autograd", "vcattn has no backward pass (tensors require grad)"
         return None
 
     def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False, **extra):
-        why = self._unsupported(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa, extra)
+        why = self._unsupported(query, key, value, attn_mask, dropout_p, is_causal, scale, extra)
+        if why is None and key.shape[2] < self.min_seq_kv:
+            why = "short_kv", None  # routing policy, not a failure: no warning, strict or not
         if why is not None:
             reason, msg = why
-            if self.strict:
+            if self.strict and msg is not None:
                 raise _strict_error(reason, msg)
             self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
-            warn_once(("patch_sdpa", reason), f"vcattn.patch_sdpa: {msg}; such calls use the original SDPA")
+            if msg is not None:
+                warn_once(("patch_sdpa", reason), f"vcattn.patch_sdpa: {msg}; such calls use the original SDPA")
             kw = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **extra)
             if enable_gqa:
                 kw["enable_gqa"] = enable_gqa
             return self._original(query, key, value, **kw)
         plan = None
-        step = self.step
+        step = None
         if self.plan_cache is not None:
             n = self._ordinal
             key_id = n if self.layer is None else (self.layer if n == 0 else (self.layer, n))
-            plan = self.plan_cache.layer(key_id)
-            if step is None:
-                step = self.plan_cache.step
+            plan = self.plan_cache.layer_ref(key_id)
+            # the cache's step when the call runs (a compiled graph must not bake it in)
+            step = CACHE_STEP if self.step is None else self.step
         self._ordinal += 1
         self.calls += 1
-        return attention(query, key, value, "HND", scale, plan=plan, step=step if plan is not None else None,
-                         method=self.method,
-                         num_threads=self.num_threads, strict=self.strict)
+        return call(query, key, value, "HND", scale, False, plan, step, self.method, self.num_threads, self.strict,
+                    fallback=not self.strict)
 
 
 # ---- diffusers ---------------------------------------------------------------------------------
@@ -207,13 +250,17 @@ class VcattnAttnProcessor:
     otherwise).  ``layer_id`` keys the layer's Plan in ``plan_cache`` (default: the module's
     identity); the step comes from
     ``plan_cache.step`` (set it each denoising step, e.g. in ``callback_on_step_end``).
+    ``min_seq_kv``: calls with fewer keys run plain SDPA (see ``patch_sdpa``), so even with
+    ``cross_attention`` set, the 512 text tokens of Wan's cross-attention go to SDPA unless
+    it is lowered.
     """
 
     def __init__(self, base=None, *, layer_id=None, plan_cache: PlanCache | None = None,
-                 method: str = DEFAULT_METHOD, cross_attention=False, strict: bool = False, num_threads=None):
-        _method_id(method)
+                 method: str = DEFAULT_METHOD, cross_attention=False, strict: bool = False, num_threads=None,
+                 min_seq_kv: int = MIN_SEQ_KV):
+        method_id(method)
         if isinstance(cross_attention, str):
-            _method_id(cross_attention)
+            method_id(cross_attention)
         self.base = base
         self.layer_id = layer_id
         self.plan_cache = plan_cache
@@ -221,6 +268,7 @@ class VcattnAttnProcessor:
         self.cross_attention = cross_attention
         self.strict = strict
         self.num_threads = num_threads
+        self.min_seq_kv = min_seq_kv
 
     def _base(self):
         if self.base is None:
@@ -239,12 +287,13 @@ class VcattnAttnProcessor:
         # without a layer id, the module itself names the layer (stable across steps)
         layer = self.layer_id if self.layer_id is not None else f"{type(attn).__name__}@{id(attn):x}"
         with patch_sdpa(method, strict=self.strict, plan_cache=self.plan_cache, layer=layer,
-                        num_threads=self.num_threads):
+                        num_threads=self.num_threads, min_seq_kv=self.min_seq_kv):
             return base(attn, hidden_states, encoder_hidden_states, *args, **kwargs)
 
 
 def install_wan_processors(transformer, plan_cache: PlanCache | None = None, *, method: str = DEFAULT_METHOD,
-                           cross_attention=False, strict: bool = False, num_threads=None) -> int:
+                           cross_attention=False, strict: bool = False, num_threads=None,
+                           min_seq_kv: int = MIN_SEQ_KV) -> int:
     """Wrap the processor of every attention module of a diffusers transformer (Wan:
     ``blocks.{i}.attn1`` self, ``blocks.{i}.attn2`` cross) in a VcattnAttnProcessor whose
     layer id is the module name.  Returns the number of modules wrapped."""
@@ -257,6 +306,6 @@ def install_wan_processors(transformer, plan_cache: PlanCache | None = None, *, 
             base = base.base
         module.set_processor(VcattnAttnProcessor(base, layer_id=name, plan_cache=plan_cache, method=method,
                                                  cross_attention=cross_attention, strict=strict,
-                                                 num_threads=num_threads))
+                                                 num_threads=num_threads, min_seq_kv=min_seq_kv))
         n += 1
     return n

@@ -28,8 +28,11 @@ tensors.  torch is imported only when a wrapper is built or called.  See docs/pa
 """
 from __future__ import annotations
 
-from . import _tensors
-from .core import DEFAULT_METHOD, attention, merge_attention, reference_attention, sdpa_with_lse, warn_once
+from . import _fallback, _tensors
+from ._lib import warn_once
+from ._methods import DEFAULT_METHOD, method_id
+from .core import attention, merge_attention, reference_attention
+from .plan import Plan
 
 __all__ = ["UlyssesAttention", "RingAttention", "vcattn_attention_fn", "sdpa_attention_fn",
            "reference_attention_fn", "shard_sequence", "gather_sequence"]
@@ -41,9 +44,7 @@ _VALIDATE = ("first", "always", "never")
 
 def vcattn_attention_fn(method: str = DEFAULT_METHOD, *, strict: bool = False, num_threads=None):
     """``vcattn.attention`` with a fixed method, in the per-rank calling convention."""
-    from .core import _method_id
-
-    _method_id(method)  # unknown names fail when the wrapper is built
+    method_id(method)  # unknown names fail when the wrapper is built
 
     def fn(q, k, v, tensor_layout, sm_scale, return_lse, plan=None, step=None):
         return attention(q, k, v, tensor_layout, sm_scale, return_lse, plan=plan, step=step, method=method,
@@ -86,16 +87,13 @@ def sdpa_attention_fn():
     """torch SDPA (the baseline): without an LSE the plain ``scaled_dot_product_attention``;
     with one, on CUDA, torch's fused forward that also returns the natural-log logsumexp -
     cuDNN (``aten._scaled_dot_product_cudnn_attention``, what SDPA picks on Hopper), else
-    flash attention (``aten._scaled_dot_product_flash_attention``), else SDPA with a
-    separately computed float32 LSE (slow, one warning); on the CPU exact float32 attention
-    (vcattn's fallback).  The output takes q's dtype; q/k are cast to v's dtype as vcattn does."""
-    from ._fallback import math_attention_lse
+    flash attention (``aten._scaled_dot_product_flash_attention``), else exact float32
+    attention (vcattn's fallback: slow, one warning); on the CPU that fallback too.  The
+    output takes q's dtype; q/k are cast to v's dtype as vcattn does."""
 
     def fn(q, k, v, tensor_layout, sm_scale, return_lse, plan=None, step=None):
-        if not return_lse:
-            return sdpa_with_lse(q, k, v, tensor_layout, sm_scale, False)
-        if q.device.type != "cuda":
-            return math_attention_lse(q, k, v, tensor_layout, sm_scale)
+        if not return_lse or q.device.type != "cuda":
+            return _fallback.attention(q, k, v, tensor_layout, sm_scale, return_lse)
         qq, kk, vv = (x.to(v.dtype) for x in (q, k, v))
         if tensor_layout == "NHD":
             qq, kk, vv = (x.transpose(1, 2) for x in (qq, kk, vv))
@@ -109,9 +107,8 @@ def sdpa_attention_fn():
             if tensor_layout == "NHD":
                 out = out.transpose(1, 2)
             return out.to(q.dtype), lse
-        warn_once(("parallel-sdpa", "slow"), "vcattn.parallel: using SDPA with a separately computed float32 "
-                  "LSE (slow)")
-        return sdpa_with_lse(q, k, v, tensor_layout, sm_scale, True)
+        warn_once(("parallel-sdpa", "slow"), "vcattn.parallel: using exact float32 attention for the LSE (slow)")
+        return _fallback.attention(q, k, v, tensor_layout, sm_scale, True)
 
     fn.name = "sdpa"
     return fn
@@ -411,8 +408,6 @@ class RingAttention(_SequenceParallel):
         shape5 = _check_local(q, k, v, tensor_layout, gi, "RingAttention")
         p, rank = gi.size, gi.rank
         if plan is not None:
-            from .plan import Plan
-
             if isinstance(plan, Plan) or _tensors.is_torch(plan) or hasattr(plan, "dtype"):
                 raise ValueError("vcattn.RingAttention: plan must be a sequence of world_size plans, one per "
                                  "K/V shard (indexed by the rank that owns the shard): each shard has its own "

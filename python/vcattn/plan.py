@@ -4,15 +4,19 @@
   last permutation, or (optionally) turns V-Smooth off.
 - ``Plan``: one layer's permutation (B, H, Skv) and k-means centroids (B, H, k, D), numpy
   arrays; reused across steps; re-grouping warm-starts from the previous centroids.
-- ``PlanCache``: Plans keyed by a layer id, all driven by one Schedule and one step index.
+  (``vcattn.PlanCache``, in core, keys Plans by layer id.)
 
 The clustering itself is ``vcattn_vsmooth_plan`` in C (plain Lloyd k-means, permutation =
-stable sort of the labels); nothing here computes beyond bookkeeping.
+stable sort of the labels) for CPU calls, ``vcattn_gpu_kmeans`` for CUDA ones; ``Plan.resolve``
+is the one place that decides, per call, whether to group, reuse or turn V-Smooth off.
 """
 from __future__ import annotations
 
+import ast
 import ctypes
+import itertools
 import math
+import weakref
 from fractions import Fraction
 
 import numpy as np
@@ -20,11 +24,27 @@ import numpy as np
 from . import _lib, _tensors
 from ._lib import check, lib
 
-__all__ = ["Schedule", "Plan", "PlanCache", "kmeans_plan", "cube_permutation", "block_energy_share"]
+__all__ = ["Schedule", "Plan", "LayerRef", "kmeans_plan", "cube_permutation", "block_energy_share"]
 
 GROUP, REUSE, OFF = "group", "reuse", "off"
 # vcattn_kmeans_params_init's defaults; plan=None uses them on every call.
 DEFAULT_KMEANS = dict(clusters=64, iterations=8, seed=0)
+
+
+class _CacheStep:
+    """The step "of the plan's PlanCache when the call runs": a compiled graph then reads the
+    step at run time instead of baking one in (and recompiling on every step)."""
+
+    def __repr__(self):
+        return "vcattn.plan.CACHE_STEP"
+
+
+CACHE_STEP = _CacheStep()
+
+
+def is_cache_step(step) -> bool:
+    # isinstance, not `is`: torch.compile traces it for a symbolic int step too
+    return isinstance(step, _CacheStep)
 
 
 # ---- schedule ------------------------------------------------------------------------
@@ -97,7 +117,7 @@ class Schedule:
 
 # ---- k-means through the C planner ------------------------------------------------------
 
-def _kmeans(v: _tensors.Operand, clusters: int, iterations: int, seed: int, init, num_threads: int):
+def cpu_kmeans(v: _tensors.Operand, clusters: int, iterations: int, seed: int, init, num_threads: int):
     """(perm int32 (B,H,S), centroids float32 (B,H,k,D)) from vcattn_vsmooth_plan."""
     b, h, s, d = v.shape
     params = _lib.KmeansParams()
@@ -118,7 +138,7 @@ def _kmeans(v: _tensors.Operand, clusters: int, iterations: int, seed: int, init
     return perm, cent
 
 
-def _check_kmeans_args(clusters, iterations, num_threads):
+def check_kmeans_args(clusters, iterations, num_threads):
     for name, val, lo in (("clusters", clusters, 1), ("iterations", iterations, 1), ("num_threads", num_threads, 0)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
             raise ValueError(f"vcattn: {name} must be an int >= {lo}, got {val!r}")
@@ -132,14 +152,14 @@ def kmeans_plan(v, tensor_layout: str = "HND", clusters: int = 64, iterations: i
     _tensors.bhsd(v, tensor_layout, "v")
     _tensors.check_dtype(v, "v")
     _tensors.check_last_dim(v, "v")
-    _check_kmeans_args(clusters, iterations, num_threads)
+    check_kmeans_args(clusters, iterations, num_threads)
     op = _tensors.as_operand(v, tensor_layout)
     if init_centroids is not None:
         b, h, _, d = op.shape
         init_centroids = np.asarray(init_centroids)
         if init_centroids.shape != (b, h, clusters, d):
             raise ValueError(f"vcattn: init_centroids must have shape {(b, h, clusters, d)}, got {init_centroids.shape}")
-    return _kmeans(op, clusters, iterations, seed, init_centroids, num_threads)
+    return cpu_kmeans(op, clusters, iterations, seed, init_centroids, num_threads)
 
 
 def cube_permutation(frames: int, height: int, width: int, ct: int = 2, ch: int = 8, cw: int = 8) -> np.ndarray:
@@ -168,6 +188,8 @@ def block_energy_share(v, perm=None, tensor_layout: str = "HND") -> float:
         perm = perm.perm
         if perm is None:
             raise ValueError("vcattn.block_energy_share: the Plan has not grouped yet")
+    if _tensors.is_torch(perm):
+        perm = perm.detach().cpu().numpy()
     pstride = 0
     pptr = None
     if perm is not None:
@@ -188,20 +210,82 @@ def block_energy_share(v, perm=None, tensor_layout: str = "HND") -> float:
 
 # ---- plan -------------------------------------------------------------------------------------
 
+# Plans and PlanCaches by handle: a torch custom op takes no Python objects, so a compiled
+# graph names them by an int and finds them when it runs.
+_handles = itertools.count(1)
+_live = weakref.WeakValueDictionary()
+
+
+def register(obj) -> int:
+    """A handle for obj (kept only as long as obj lives)."""
+    handle = next(_handles)
+    _live[handle] = obj
+    return handle
+
+
+def from_handle(handle: int):
+    obj = _live.get(int(handle))
+    if obj is None:
+        raise ValueError(f"vcattn: no live Plan or PlanCache with handle {handle}")
+    return obj
+
+
+def literal_key(key) -> bool:
+    """True for a layer key that survives repr -> ast.literal_eval (str, int, tuples of them):
+    such a key can travel through a custom op's str argument.  Plain isinstance checks, so
+    torch.compile can trace it."""
+    if isinstance(key, tuple):
+        return all(literal_key(k) for k in key)
+    return isinstance(key, (str, int))
+
+
+class LayerRef:
+    """One layer's plan in a PlanCache, named (cache handle, key) instead of held: the Plan is
+    looked up - made on first use - when the call runs, so a traced graph holds no Plan and
+    creates none.  Keys must be ``literal_key``s."""
+
+    __slots__ = ("cache", "key")
+
+    def __init__(self, cache_handle: int, key):
+        self.cache = cache_handle
+        self.key = key
+
+    def plan(self) -> "Plan":
+        return from_handle(self.cache).layer(self.key)
+
+    @staticmethod
+    def from_repr(cache_handle: int, key_repr: str) -> "Plan":
+        return from_handle(cache_handle).layer(ast.literal_eval(key_repr))
+
+
+def _where(x):
+    """None for a numpy array, the device for a torch tensor: where a plan's arrays live."""
+    return None if isinstance(x, np.ndarray) else x.device
+
+
+def _copy(x):
+    return x.copy() if isinstance(x, np.ndarray) else x.clone()
+
+
 class Plan:
     """One attention layer's V-Smooth plan: a key permutation per (batch, head), reused.
 
     ``perm``: int32 (B, H, Skv), permuted position j holds original token perm[j].
     ``centroids``: float32 (B, H, clusters, D), kept to warm-start the next grouping.
+    Both are numpy arrays after a CPU grouping and device tensors after a CUDA one (a
+    plan used on another device than its arrays groups again, as for a new shape).
 
     Pass it as ``vcattn.attention(..., plan=plan, step=step)``.  Without a schedule the
     plan groups on first use (or when the shape changes) and is reused afterwards; with a
     schedule (``PlanCache`` sets one) it follows ``schedule.action(step)``.
+
+    ``handle`` names the plan in torch custom-op calls (an op takes no Python objects);
+    ``cache`` is the PlanCache that made it (its step is the step of ``CACHE_STEP``).
     """
 
     def __init__(self, perm=None, centroids=None, *, clusters: int = 64, iterations: int = 8, seed: int = 0,
                  schedule: Schedule | None = None, warm_start: bool = True, num_threads: int = 0, name=None):
-        _check_kmeans_args(clusters, iterations, num_threads)
+        check_kmeans_args(clusters, iterations, num_threads)
         if schedule is not None and not isinstance(schedule, Schedule):
             raise TypeError("vcattn.Plan: schedule must be a vcattn.Schedule or None")
         self.clusters = int(clusters)
@@ -219,6 +303,8 @@ class Plan:
         self.history = []  # (step, action) of every resolve: 'group', 'reuse', 'off'
         self.last_grouped_step = None
         self.num_groupings = 0
+        self.cache = None
+        self.handle = register(self)
 
     @staticmethod
     def _as_perm(perm) -> np.ndarray:
@@ -235,30 +321,47 @@ class Plan:
         return plan.group(v, tensor_layout)
 
     def group(self, v, tensor_layout: str = "HND", step=None) -> "Plan":
-        """Run k-means on V now (warm-started from the centroids when their shape fits)."""
+        """Run k-means on V now, on the CPU (warm-started from the centroids when their shape fits)."""
         _tensors.check_layout(tensor_layout)
         _tensors.kind_of(v, names=("v",))
         _tensors.bhsd(v, tensor_layout, "v")
         _tensors.check_dtype(v, "v")
         _tensors.check_last_dim(v, "v")
-        self._group(_tensors.as_operand(v, tensor_layout), step)
+        op = _tensors.as_operand(v, tensor_layout)
+        self._group(op.shape, step, self.cpu_grouping(op), None)
         return self
 
-    def _group(self, v: _tensors.Operand, step):
-        b, h, s, d = v.shape
+    def cpu_grouping(self, v: _tensors.Operand):
+        """The grouping function of ``resolve`` for a CPU call: the C planner on this V."""
+        return lambda init: cpu_kmeans(v, self.clusters, self.iterations, self.seed, init, self.num_threads)
+
+    def _group(self, shape, step, group, where):
+        b, h, s, d = shape
         init = None
-        if self.warm_start and self.centroids is not None and self.centroids.shape == (b, h, self.clusters, d):
+        if (self.warm_start and self.centroids is not None and tuple(self.centroids.shape) == (b, h, self.clusters, d)
+                and _where(self.centroids) == where):
             init = self.centroids
-        self.perm, self.centroids = _kmeans(v, self.clusters, self.iterations, self.seed, init, self.num_threads)
+        self.perm, self.centroids = group(init)
         self.last_grouped_step = step
         self.num_groupings += 1
 
-    def matches(self, batch, heads, seq_kv) -> bool:
-        return self.perm is not None and self.perm.shape == (batch, heads, seq_kv)
+    def matches(self, batch, heads, seq_kv, where=None) -> bool:
+        """True when the permutation fits a call of this shape on this device (None: the CPU)."""
+        return (self.perm is not None and tuple(self.perm.shape) == (batch, heads, seq_kv)
+                and _where(self.perm) == where)
 
-    def resolve(self, v: _tensors.Operand, step=None):
-        """The permutation for this call (grouping first when due), or None for 'V-Smooth off'."""
-        b, h, s, _ = v.shape
+    def step_at_call(self, step):
+        """The step a call means: ``CACHE_STEP`` is the cache's current step."""
+        if is_cache_step(step):
+            return None if self.cache is None else self.cache.step
+        return step
+
+    def resolve(self, shape, step, group, where=None):
+        """The permutation for a call on V of this (B, H, Skv, D) shape, grouping first when due,
+        or None for 'V-Smooth off'.  ``group(init_centroids) -> (perm, centroids)`` runs k-means
+        on this call's V on the call's backend; ``where`` is its device (None: the CPU)."""
+        b, h, s, _ = shape
+        step = self.step_at_call(step)
         if step is not None and self.schedule is not None:
             action = self.schedule.action(step)
         else:
@@ -266,102 +369,29 @@ class Plan:
         if action == OFF:
             self.history.append((step, OFF))
             return None
-        if action == GROUP and step is not None and self.last_grouped_step == step and self.matches(b, h, s):
+        fits = self.matches(b, h, s, where)
+        if action == GROUP and step is not None and self.last_grouped_step == step and fits:
             action = REUSE  # one grouping per step, however many calls the layer makes
-        if action == REUSE and not self.matches(b, h, s):
-            action = GROUP  # nothing to reuse yet (first call, or a new shape)
+        if action == REUSE and not fits:
+            action = GROUP  # nothing to reuse yet (first call, a new shape or device)
         if action == GROUP:
-            self._group(v, step)
+            self._group(shape, step, group, where)
         self.history.append((step, action))
         return self.perm
 
+    def __setstate__(self, state):
+        # an unpickled or deep-copied plan is another plan: it gets its own handle
+        self.__dict__.update(state)
+        self.handle = register(self)
+
     def copy(self) -> "Plan":
-        p = Plan(None if self.perm is None else self.perm.copy(),
-                 None if self.centroids is None else self.centroids.copy(),
-                 clusters=self.clusters, iterations=self.iterations, seed=self.seed, schedule=self.schedule,
+        p = Plan(clusters=self.clusters, iterations=self.iterations, seed=self.seed, schedule=self.schedule,
                  warm_start=self.warm_start, num_threads=self.num_threads, name=self.name)
+        p.perm = None if self.perm is None else _copy(self.perm)
+        p.centroids = None if self.centroids is None else _copy(self.centroids)
         return p
 
     def __repr__(self):
-        shape = None if self.perm is None else self.perm.shape
+        shape = None if self.perm is None else tuple(self.perm.shape)
         return (f"Plan(name={self.name!r}, perm={shape}, clusters={self.clusters}, "
                 f"groupings={self.num_groupings}, last_grouped_step={self.last_grouped_step})")
-
-
-# ---- cache -----------------------------------------------------------------------------------
-
-class PlanCache:
-    """Plans keyed by layer id, all following one Schedule and one step index.
-
-    >>> cache = PlanCache(Schedule(40))
-    >>> for step in range(40):
-    ...     cache.set_step(step)
-    ...     out = cache.attention("block0.attn1", q, k, v)   # or attention(..., plan=cache.layer(id), step=step)
-
-    Without a schedule every layer groups on first use and reuses that plan afterwards.
-    """
-
-    def __init__(self, schedule: Schedule | None = None, *, clusters: int = 64, iterations: int = 8, seed: int = 0,
-                 warm_start: bool = True, num_threads: int = 0):
-        if schedule is not None and not isinstance(schedule, Schedule):
-            raise TypeError("vcattn.PlanCache: schedule must be a vcattn.Schedule or None")
-        _check_kmeans_args(clusters, iterations, num_threads)
-        self.schedule = schedule
-        self.kmeans = dict(clusters=clusters, iterations=iterations, seed=seed, warm_start=warm_start,
-                           num_threads=num_threads)
-        self.step = None
-        self._plans = {}
-
-    def set_step(self, step) -> None:
-        if step is not None and self.schedule is not None:
-            self.schedule._check(step)
-        self.step = step
-
-    def layer(self, layer_id) -> Plan:
-        """The Plan of this layer (created empty on first use)."""
-        plan = self._plans.get(layer_id)
-        if plan is None:
-            plan = Plan(schedule=self.schedule, name=layer_id, **self.kmeans)
-            self._plans[layer_id] = plan
-        return plan
-
-    __getitem__ = layer
-
-    def __contains__(self, layer_id):
-        return layer_id in self._plans
-
-    def __len__(self):
-        return len(self._plans)
-
-    def keys(self):
-        return self._plans.keys()
-
-    def items(self):
-        return self._plans.items()
-
-    def clear(self) -> None:
-        """Forget every plan (a new video: the next step groups cold)."""
-        self._plans.clear()
-        self.step = None
-
-    def attention(self, layer_id, q, k, v, step=None, **kwargs):
-        """vcattn.attention with this layer's plan and the cache's step (or ``step``)."""
-        from .core import attention
-
-        return attention(q, k, v, plan=self.layer(layer_id), step=self.step if step is None else step, **kwargs)
-
-    def grouped_steps(self) -> list:
-        """Sorted steps on which at least one layer grouped."""
-        return sorted({s for p in self._plans.values() for s, a in p.history if a == GROUP and s is not None})
-
-    def summary(self) -> dict:
-        """{step: {'group': n, 'reuse': n, 'off': n}} over all layers."""
-        out = {}
-        for p in self._plans.values():
-            for s, a in p.history:
-                d = out.setdefault(s, {GROUP: 0, REUSE: 0, OFF: 0})
-                d[a] += 1
-        return dict(sorted(out.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
-
-    def __repr__(self):
-        return f"PlanCache({len(self)} layers, step={self.step}, schedule={self.schedule!r})"

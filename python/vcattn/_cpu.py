@@ -1,0 +1,100 @@
+"""The CPU path: a method's simulation (vcattn_simulate_attention) and the FP64 reference.
+
+Takes numpy arrays or CPU torch tensors (viewed as numpy, no copy for float32) and
+returns float32 numpy results; the callers convert them to the caller's kind and dtype.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+
+from . import _lib, _tensors
+from ._lib import check, lib
+from ._methods import config
+from .plan import DEFAULT_KMEANS, Plan, cpu_kmeans
+
+__all__ = ["Problem", "simulate", "reference", "threads", "fixed_perm"]
+
+
+def threads(num_threads):
+    """num_threads, None = $VCATTN_NUM_THREADS (0 = all cores)."""
+    if num_threads is None:
+        env = os.environ.get("VCATTN_NUM_THREADS", "0")
+        try:
+            num_threads = int(env)
+        except ValueError:
+            raise ValueError(f"vcattn: VCATTN_NUM_THREADS must be an int, got {env!r}")
+    if isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer)) or num_threads < 0:
+        raise ValueError(f"vcattn: num_threads must be an int >= 0 (0 = all cores), got {num_threads!r}")
+    return int(num_threads)
+
+
+class Problem:
+    """Operands, outputs and the filled vcattn_attention_params of one call."""
+
+    def __init__(self, q, k, v, layout, sm_scale, return_lse, num_threads):
+        self.q = _tensors.as_operand(q, layout)
+        self.k = _tensors.as_operand(k, layout)
+        self.v = _tensors.as_operand(v, layout)
+        b, h, sq, d = self.q.shape
+        skv = self.k.shape[2]
+        self.out = _tensors.empty_out(b, h, sq, d, layout)
+        o_op = _tensors.Operand(self.out, layout)
+        self.lse = np.empty((b, h, sq), np.float32) if return_lse else None
+        p = _lib.AttentionParams()
+        lib.vcattn_attention_params_init(ctypes.byref(p), b, h, sq, skv, d, self.q.ptr, self.k.ptr, self.v.ptr,
+                                         o_op.ptr)
+        p.q_stride[:] = self.q.strides
+        p.k_stride[:] = self.k.strides
+        p.v_stride[:] = self.v.strides
+        p.o_stride[:] = o_op.strides
+        p.lse = None if self.lse is None else self.lse.ctypes.data
+        p.softmax_scale = sm_scale
+        p.num_threads = num_threads
+        self.params = p
+        # Shapes, strides, head_dim: rejected here, before any planning work.
+        check(lib.vcattn_attention_params_validate(ctypes.byref(p)), "vcattn_attention_params_validate")
+
+
+def fixed_perm(perm, b, h, skv) -> np.ndarray:
+    """A caller's (B,H,Skv) integer permutation as C-contiguous int32 numpy."""
+    p = perm if isinstance(perm, np.ndarray) else perm.detach().cpu().numpy()
+    if not np.issubdtype(p.dtype, np.integer) or p.shape != (b, h, skv):
+        raise ValueError(f"vcattn: a permutation plan must be an integer array of shape {(b, h, skv)}, "
+                         f"got {p.dtype} {p.shape}")
+    return np.ascontiguousarray(p, dtype=np.int32)
+
+
+def _perm(plan, step, prob: Problem, num_threads):
+    """The (B,H,Skv) int32 permutation for a V-Smooth method, or None for 'V-Smooth off'."""
+    if plan is None:
+        return cpu_kmeans(prob.v, DEFAULT_KMEANS["clusters"], DEFAULT_KMEANS["iterations"], DEFAULT_KMEANS["seed"],
+                          None, num_threads)[0]
+    if isinstance(plan, Plan):
+        return plan.resolve(prob.v.shape, step, plan.cpu_grouping(prob.v))
+    return fixed_perm(plan, prob.params.batch, prob.params.heads, prob.params.seq_kv)
+
+
+def simulate(q, k, v, layout, sm_scale, return_lse, num_threads, method, plan=None, step=None, v_smooth=True):
+    """(out, lse or None) of the method's CPU simulation.  plan: None (k-means on this V), a
+    Plan, or a (B,H,Skv) permutation; v_smooth=False runs the method without V-Smooth."""
+    prob = Problem(q, k, v, layout, sm_scale, return_lse, num_threads)
+    cfg = config(method)
+    perm = None
+    if cfg.v_smooth:
+        perm = _perm(plan, step, prob, num_threads) if v_smooth else None
+        if perm is None:
+            cfg.v_smooth = 0  # the schedule turned V-Smooth off for this step
+    st = lib.vcattn_simulate_attention(ctypes.byref(prob.params), ctypes.byref(cfg),
+                                       None if perm is None else perm.ctypes.data, None)
+    check(st, "vcattn_simulate_attention", f"method {method}")
+    return prob.out, prob.lse
+
+
+def reference(q, k, v, layout, sm_scale, return_lse, num_threads):
+    """(out, lse or None) of vcattn_reference_attention (FP64)."""
+    prob = Problem(q, k, v, layout, sm_scale, return_lse, num_threads)
+    check(lib.vcattn_reference_attention(ctypes.byref(prob.params)), "vcattn_reference_attention")
+    return prob.out, prob.lse

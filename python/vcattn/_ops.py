@@ -1,0 +1,180 @@
+"""torch custom ops (torch.library): the CPU and CUDA paths as operators torch.compile can
+trace without a graph break.
+
+    torch.ops.vcattn.attention(q, k, v, perm, v_smooth, layout, sm_scale, method, return_lse,
+                               num_threads, strict, fallback) -> (out, lse)
+    torch.ops.vcattn.kmeans(v, init_centroids, layout, clusters, iterations, seed, num_threads)
+                               -> (perm, centroids)
+    torch.ops.vcattn.plan_permutation(v, source, key, step, layout, method) -> (perm, v_smooth)
+
+The permutation is a tensor input of the attention op.  Plans and schedules are Python
+state and stay outside the traced graph: ``plan_permutation`` receives a Plan's handle (or
+a PlanCache's handle and a layer key), ints and strings that stay the same every step, and
+resolves the plan when the graph runs - grouping, reusing or turning V-Smooth off as
+``Plan.resolve`` decides at that step - so one compiled graph serves every denoising step.
+Its ``v_smooth`` output is a 0-dim CPU bool tensor.
+
+Imported only when torch tensors reach vcattn (import vcattn never imports torch).
+No ``from __future__ import annotations`` here: torch.library reads the annotations.
+"""
+from typing import Optional, Tuple
+
+import torch
+
+from . import _cpu, _fallback, _gpu, _lib, _tensors
+from ._lib import VcattnError, warn_once
+from ._methods import GPU_METHODS, uses_vsmooth
+from .plan import CACHE_STEP, LayerRef, Plan, cpu_kmeans, from_handle, is_cache_step
+
+__all__ = ["attention", "registered"]
+
+Tensor = torch.Tensor
+# step arguments of plan_permutation: no step, and "the plan's cache's step when it runs"
+_NO_STEP, _CACHE_STEP = -1, -2
+
+
+def _bhs(x, layout):
+    b, a1, a2, _ = x.shape
+    return (b, a1, a2) if layout == "HND" else (b, a2, a1)
+
+
+# ---- the implementations (they run when the graph runs, never while it is traced) -----------------
+
+def _attention_impl(q: Tensor, k: Tensor, v: Tensor, perm: Optional[Tensor], v_smooth: Optional[Tensor],
+                    layout: str, sm_scale: float, method: str, return_lse: bool, num_threads: int, strict: bool,
+                    fallback: bool) -> Tuple[Tensor, Tensor]:
+    scale = sm_scale if sm_scale > 0 else None
+    on = True if v_smooth is None else bool(v_smooth.item())
+    try:
+        if q.device.type == "cpu":
+            threads = _cpu.threads(None if num_threads < 0 else num_threads)
+            out, lse = _cpu.simulate(q, k, v, layout, sm_scale, return_lse, threads, method,
+                                     plan=None if perm is None else perm.numpy(), v_smooth=on)
+            out = _tensors.like(out, q)
+            lse = None if lse is None else torch.from_numpy(lse)
+        else:
+            out, lse = _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict)
+    except VcattnError as e:
+        if not fallback:
+            raise
+        warn_once(("error", e.status_name), f"vcattn: {e}; such calls use exact attention instead")
+        res = _fallback.attention(q, k, v, layout, scale, return_lse)
+        out, lse = res if return_lse else (res, None)
+    # outputs are fresh and contiguous, as the fake implementation promises
+    out = out.contiguous()
+    if lse is None:
+        lse = torch.empty((0,), dtype=torch.float32, device=q.device)
+    return out, lse.contiguous()
+
+
+def _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict):
+    """The Hopper kernel; what it does not cover falls back to SDPA with one warning
+    (strict=True raises VcattnError(NOT_BUILT) instead)."""
+    try:
+        return _gpu.attention(q, k, v, layout, scale, return_lse, method, perm, on)
+    except _gpu.Unsupported as e:
+        why = str(e)
+    if strict:
+        raise VcattnError(_lib.STATUS["NOT_BUILT"], "vcattn.attention", why)
+    warn_once(("cuda", why), f"vcattn: {why}; falling back to torch SDPA (exact softmax)")
+    res = _fallback.attention(q, k, v, layout, scale, return_lse)
+    return res if return_lse else (res, None)
+
+
+def _attention_fake(q, k, v, perm, v_smooth, layout, sm_scale, method, return_lse, num_threads, strict, fallback):
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse_shape = _bhs(q, layout) if return_lse else (0,)
+    return out, torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+
+
+def _kmeans_impl(v: Tensor, init_centroids: Optional[Tensor], layout: str, clusters: int, iterations: int, seed: int,
+                 num_threads: int) -> Tuple[Tensor, Tensor]:
+    b, h, s = _bhs(v, layout)
+    want = (b, h, clusters, v.shape[-1])
+    if init_centroids is not None and tuple(init_centroids.shape) != want:
+        raise ValueError(f"vcattn: init_centroids must have shape {want}, got {tuple(init_centroids.shape)}")
+    if v.device.type == "cpu":
+        init = None if init_centroids is None else init_centroids.detach().to(torch.float32).numpy()
+        perm, cent = cpu_kmeans(_tensors.as_operand(v, layout), clusters, iterations, seed, init,
+                                _cpu.threads(None if num_threads < 0 else num_threads))
+        return torch.from_numpy(perm), torch.from_numpy(cent)
+    try:
+        return _gpu.kmeans(v, layout, clusters, iterations, seed, init_centroids)
+    except _gpu.Unsupported as e:
+        raise VcattnError(_lib.STATUS["NOT_BUILT"], "vcattn.kmeans", str(e))
+
+
+def _kmeans_fake(v, init_centroids, layout, clusters, iterations, seed, num_threads):
+    b, h, s = _bhs(v, layout)
+    return (torch.empty((b, h, s), dtype=torch.int32, device=v.device),
+            torch.empty((b, h, clusters, v.shape[-1]), dtype=torch.float32, device=v.device))
+
+
+def _plan_impl(v: Tensor, source: int, key: str, step: int, layout: str, method: str) -> Tuple[Tensor, Tensor]:
+    p = from_handle(source) if key == "" else LayerRef.from_repr(source, key)
+    at = {_NO_STEP: None, _CACHE_STEP: CACHE_STEP}.get(step, step)
+    b, h, s = _bhs(v, layout)
+    shape = (b, h, s, v.shape[-1])
+    if v.device.type == "cpu":
+        op = _tensors.as_operand(v, layout)
+        perm = p.resolve(shape, at, p.cpu_grouping(op))
+    else:
+        try:
+            _gpu.check_supported(method, v)
+        except _gpu.Unsupported:  # the attention op falls back (and says why): nothing to plan
+            perm = None
+        else:
+            perm = p.resolve(shape, at, _gpu.grouping(p, v, layout), v.device)
+    if perm is None:
+        return torch.zeros((b, h, s), dtype=torch.int32, device=v.device), torch.tensor(False)
+    # a copy: the op's output must not alias the plan's state
+    return torch.as_tensor(perm, device=v.device).clone(), torch.tensor(True)
+
+
+def _plan_fake(v, source, key, step, layout, method):
+    return torch.empty(_bhs(v, layout), dtype=torch.int32, device=v.device), torch.empty((), dtype=torch.bool)
+
+
+# ---- registration ------------------------------------------------------------------------------------
+
+def _register():
+    """The ops, or the plain implementations where torch.library has no custom_op (torch < 2.4:
+    eager calls work the same; torch.compile then breaks the graph at vcattn)."""
+    custom_op = getattr(torch.library, "custom_op", None)
+    if custom_op is None:
+        return _attention_impl, _kmeans_impl, _plan_impl, False
+    ops = []
+    for name, impl, fake in (("attention", _attention_impl, _attention_fake), ("kmeans", _kmeans_impl, _kmeans_fake),
+                             ("plan_permutation", _plan_impl, _plan_fake)):
+        op = custom_op(f"vcattn::{name}", impl, mutates_args=())
+        op.register_fake(fake)
+        ops.append(op)
+    return ops[0], ops[1], ops[2], True
+
+
+attention_op, kmeans_op, plan_op, registered = _register()
+
+
+# ---- the torch call ------------------------------------------------------------------------------------
+
+def attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict, fallback=False):
+    """vcattn.attention for torch tensors (arguments already checked): the plan resolved to a
+    permutation tensor, then the attention op."""
+    q, k, v = q.detach(), k.detach(), v.detach()  # inference only: no backward through the op
+    perm = v_smooth = None
+    if plan is not None and uses_vsmooth(method) and not (q.device.type != "cpu" and method not in GPU_METHODS):
+        if isinstance(plan, (Plan, LayerRef)):
+            code = _NO_STEP if step is None else _CACHE_STEP if is_cache_step(step) else step
+            source, key = (plan.handle, "") if isinstance(plan, Plan) else (plan.cache, repr(plan.key))
+            perm, v_smooth = plan_op(v, source, key, code, layout, method)
+        else:
+            b, h, s = _bhs(v, layout)
+            p = plan if _tensors.is_torch(plan) else torch.from_numpy(plan)
+            if p.is_floating_point() or p.is_complex() or p.dtype == torch.bool or tuple(p.shape) != (b, h, s):
+                raise ValueError(f"vcattn: a permutation plan must be an integer array of shape {(b, h, s)}, "
+                                 f"got {p.dtype} {tuple(p.shape)}")
+            perm = p.to(device=v.device, dtype=torch.int32).contiguous()
+    out, lse = attention_op(q, k, v, perm, v_smooth, layout, 0.0 if sm_scale is None else float(sm_scale), method,
+                            bool(return_lse), -1 if num_threads is None else int(num_threads), bool(strict),
+                            bool(fallback))
+    return (out, lse) if return_lse else out
