@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "numerics.h"
+#include "tiling.h"
 #include "vcattn.h"
 
 #define NORMAL_DOUBLINGS 14 /* u in [-14, 0): values 2^-6 .. 2^8, the normal codes 8..120 */
@@ -34,5 +35,45 @@ vcattn_status vcattn_expcast_measure(int64_t samples_per_doubling, vcattn_expcas
     facts->ratio_max = rmax;
     facts->row_tv_bound = (sqrt(rmax) - sqrt(rmin)) / (sqrt(rmax) + sqrt(rmin));
     facts->beta = VC_EXPCAST_BETA;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+/* one P path's code for u (log2 units below the row max) */
+static uint8_t tail_path_code(int path, double u) {
+    switch (path) {
+    case 0: return vc_exp_then_cast_code((float)(u + (VC_SAGE2_P_LOG2_OFFSET - 8.0))); /* max at 448 */
+    case 1: return vc_expcast_code((float)u);
+    default: return vc_expcast_tail_code((float)u);
+    }
+}
+
+vcattn_status vcattn_expcast_tail_measure(int64_t samples_per_doubling, vcattn_expcast_tail_facts *facts) {
+    if (!facts) return VCATTN_STATUS_NULL_POINTER;
+    if (samples_per_doubling < 16 || samples_per_doubling > (int64_t)1 << 32)
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    const double n = (double)samples_per_doubling;
+    for (int path = 0; path < 3; ++path) {
+        /* the scale: geometric mean of decoded / 2^u over the normal range */
+        double lr = 0.0;
+        for (int64_t i = 0; i < 8 * samples_per_doubling; ++i) {
+            const double u = -((double)i + 0.5) / n;
+            lr += log(vc_e4m3_decode(tail_path_code(path, u)) / exp2(u));
+        }
+        const double scale = exp(lr / (8.0 * n));
+        double got = 0.0, exact = 0.0, cut = 0.0;
+        for (int64_t i = 0; i < 7 * samples_per_doubling; ++i) {
+            const double u = -20.0 + ((double)i + 0.5) / n;
+            exact += exp2(u);
+            got += vc_e4m3_decode(tail_path_code(path, u)) / scale;
+        }
+        for (int64_t i = 0; i < 40 * samples_per_doubling; ++i) { /* deepest non-zero code */
+            const double u = -((double)i + 0.5) / n;
+            if (tail_path_code(path, u) != 0) cut = -u;
+        }
+        facts->cut_octaves[path] = cut;
+        facts->tail_mass_ratio[path] = got / exact;
+    }
+    facts->slope = VC_EXPCAST_TAIL_SLOPE;
+    facts->offset = VC_EXPCAST_TAIL_OFFSET;
     return VCATTN_STATUS_SUCCESS;
 }

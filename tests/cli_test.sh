@@ -36,7 +36,7 @@ grep -q "head dimension" "$tmp/err" && ok "head-dim error says why" || bad "head
 
 # numerics: the ExpCast facts
 expect_rc 0 "numerics --json" "$cli" numerics --json --samples 20000
-for key in agree_share max_code_diff ratio_min ratio_max row_tv_bound; do
+for key in agree_share max_code_diff ratio_min ratio_max row_tv_bound cut_octaves tail_mass_ratio; do
     grep -q "\"$key\"" "$tmp/out" && ok "numerics key $key" || bad "numerics key $key"
 done
 
@@ -84,6 +84,7 @@ PY
         && ok "Sq != Skv: shapes, sampling and head reported" || bad "Sq != Skv: shapes, sampling and head reported"
     expect_err 2 "--heads past the npy heads" "input has 2 heads" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/v.npy" --heads 2
     expect_rc 1 "3-D npy rejected" "$cli" eval --quiet --npy "$tmp/bad3d.npy" "$tmp/k.npy" "$tmp/v.npy"
+    grep -q "3 dimensions" "$tmp/err" && ok "3-D npy error names the rank" || bad "3-D npy error names the rank"
     expect_rc 1 "mismatched K/V rejected" "$cli" eval --quiet --npy "$tmp/q.npy" "$tmp/short.npy" "$tmp/v.npy"
     grep -q "disagree" "$tmp/err" && ok "mismatch error names the shapes" || bad "mismatch error names the shapes"
     expect_rc 1 "--grid that does not fit rejected" "$cli" eval --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/v.npy" --grid 3,8,8

@@ -275,3 +275,74 @@ TEST(gpu_calls_report_not_built_without_cuda) {
     vcattn_gpu_plan_destroy(plan);
 }
 #endif
+
+/* ExpCast with the tail line (numerics.h): the row max lands on 126 (448),
+ * never on 127 (NaN in e4m3fn); above code 8 the code is line 1's RNE; the
+ * code never decreases as u grows; keys down to ~18 octaves keep a non-zero
+ * code where plain ExpCast writes 0 below ~15.7; and over keys spread evenly
+ * in u below 13 octaves the decoded mass matches the exact mass (the
+ * criterion the two constants were chosen by) while plain ExpCast loses most
+ * of it. */
+TEST(expcast_tail_code_properties) {
+    CHECK(vc_expcast_tail_code(0.0f) == VC_EXPCAST_TAIL_MAX_CODE);
+    CHECK(vc_e4m3_decode(VC_EXPCAST_TAIL_MAX_CODE) == VC_EXPCAST_TAIL_P_SCALE);
+    CHECK(vc_expcast_tail_code(-16.0f) > 0 && vc_expcast_code(-16.0f) == 0);
+    CHECK(vc_expcast_tail_code(-17.5f) > 0);
+    CHECK(vc_expcast_tail_code(-19.0f) == 0);
+    CHECK(vc_expcast_tail_code(-60.0f) == 0);
+    uint8_t prev = 0;
+    int monotone = 1, line1 = 1;
+    for (int i = 0; i <= 240000; ++i) {
+        const float u = -24.0f + 1e-4f * (float)i;
+        const uint8_t c = vc_expcast_tail_code(u);
+        if (c < prev || c > VC_EXPCAST_TAIL_MAX_CODE) monotone = 0;
+        prev = c;
+        const float t = fmaf(8.0f, u, VC_EXPCAST_TAIL_BIASED_CONST) - VC_EXPCAST_BF16_OFFSET;
+        if (t > 8.5f && c != (uint8_t)rintf(t)) line1 = 0;
+    }
+    CHECK(monotone);
+    CHECK(line1);
+    /* mass of keys uniform in u on [-20, -13], relative to the exact mass in the
+     * scale of the normal range (the geometric mean ratio decoded / 2^u over
+     * u in [-8, 0]) */
+    double lr = 0.0, got = 0.0, got_plain = 0.0, exact = 0.0, lr_plain = 0.0;
+    const int n = 80000;
+    for (int i = 0; i < n; ++i) {
+        const double u = -8.0 * (i + 0.5) / n;
+        lr += log(vc_e4m3_decode(vc_expcast_tail_code((float)u)) / exp2(u)) / n;
+        lr_plain += log(vc_e4m3_decode(vc_expcast_code((float)u)) / exp2(u)) / n;
+    }
+    for (int i = 0; i < n; ++i) {
+        const double u = -20.0 + 7.0 * (i + 0.5) / n;
+        exact += exp2(u);
+        got += vc_e4m3_decode(vc_expcast_tail_code((float)u)) / exp(lr);
+        got_plain += vc_e4m3_decode(vc_expcast_code((float)u)) / exp(lr_plain);
+    }
+    /* measured: tail 1.001, plain 0.58 */
+    CHECK_MSG(fabs(got / exact - 1.0) < 0.01, "tail mass ratio %g", got / exact);
+    CHECK_MSG(got_plain / exact < 0.7, "plain ExpCast mass ratio %g", got_plain / exact);
+}
+
+/* The kernel's form of the tail code: BF16 FMA of the converted line 1, then
+ * the maximum of both lines and 128.  Checked against an independent
+ * evaluation in double (exact product, one rounding to BF16) on brackets from
+ * deep underflow to the max, a quarter of them exact .5 ties. */
+TEST(expcast_tail_biased_code_matches_double_evaluation) {
+    test_rng r = {0x7A11u};
+    for (int i = 0; i < 200000; ++i) {
+        float y = (float)(test_rng_uniform(&r) * 300.0 - 170.0);
+        if (i % 4 == 0) y = floorf(y) + 0.5f;
+        if (y > (float)VC_EXPCAST_TAIL_MAX_CODE + VC_EXPCAST_BETA) y = (float)VC_EXPCAST_TAIL_MAX_CODE + VC_EXPCAST_BETA;
+        const float v = y + VC_EXPCAST_BF16_OFFSET;
+        const double h1 = vc_bf16_round(v);
+        const double h2 = vc_bf16_round((float)(h1 * (double)VC_EXPCAST_TAIL_SLOPE + (double)VC_EXPCAST_TAIL_OFFSET));
+        double h = h1 > 128.0 ? h1 : 128.0;
+        if (h2 > h) h = h2;
+        const int want = (int)(h - 128.0);
+        const int got = vc_expcast_tail_code_biased(v);
+        if (got != want) {
+            CHECK_MSG(got == want, "bracket %.6f: code %d, want %d", (double)y, got, want);
+            break;
+        }
+    }
+}

@@ -139,11 +139,16 @@ static int cmd_numerics(int argc, char **argv) {
     vcattn_expcast_facts f;
     vcattn_status st = vcattn_expcast_measure(samples, &f);
     if (st) return fail("expcast_measure", st);
+    vcattn_expcast_tail_facts tf;
+    if ((st = vcattn_expcast_tail_measure(samples < 1000 ? samples : 1000, &tf))) return fail("expcast_tail_measure", st);
     if (json) {
         printf("{\"beta\": %.4f, \"agree_share\": %.6f, \"max_code_diff\": %d, \"ratio_min\": %.6f, "
-               "\"ratio_max\": %.6f, \"row_tv_bound\": %.6f, \"samples_per_doubling\": %lld}\n",
+               "\"ratio_max\": %.6f, \"row_tv_bound\": %.6f, \"samples_per_doubling\": %lld, "
+               "\"tail\": {\"paths\": [\"exp\", \"expcast\", \"expcast_tail\"], \"cut_octaves\": [%.3f, %.3f, %.3f], "
+               "\"tail_mass_ratio\": [%.4f, %.4f, %.4f], \"slope\": %.10g, \"offset\": %.4g}}\n",
                f.beta, f.agree_share, f.max_code_diff, f.ratio_min, f.ratio_max, f.row_tv_bound,
-               (long long)samples);
+               (long long)samples, tf.cut_octaves[0], tf.cut_octaves[1], tf.cut_octaves[2], tf.tail_mass_ratio[0],
+               tf.tail_mass_ratio[1], tf.tail_mass_ratio[2], tf.slope, tf.offset);
     } else {
         printf("ExpCast-FP8: code = clip[0,120](RNE(8*(u+8) + 56 + beta)), beta = %.2f\n", f.beta);
         printf("  direct code == FP32 exp + RNE cast on   %.1f%% of each doubling (paper: 79.6%%)\n",
@@ -153,6 +158,13 @@ static int cmd_numerics(int argc, char **argv) {
                f.ratio_min, f.ratio_max);
         printf("  per-row total variation bound           %.2f%% + underflow tail (paper: 3.64%%)\n",
                100.0 * f.row_tv_bound);
+        printf("the underflow tail (keys u octaves below the row max):\n");
+        printf("  %-42s %16s %26s\n", "P path", "zero below (oct)", "mass kept, u in [-20,-13]");
+        const char *names[3] = {"exp path (FP32 exp2, max at 448)", "ExpCast (vsmooth-expcast-8bit)",
+                                "ExpCast-tail (vsmooth-expcast-tail-8bit)"};
+        for (int p = 0; p < 3; ++p)
+            printf("  %-42s %16.2f %25.1f%%\n", names[p], tf.cut_octaves[p], 100.0 * tf.tail_mass_ratio[p]);
+        printf("  tail line: h2 = bf16(h1 * %.10g + %.4g), code = max(h1, 128, h2) - 128\n", tf.slope, tf.offset);
     }
     return 0;
 }
@@ -382,9 +394,11 @@ static int load_inputs(eval_options *o, tensors *t) {
         int64_t shapes[3][4];
         float **dst[3] = {&t->q, &t->k, &t->v};
         for (int i = 0; i < 3; ++i) {
-            vcattn_status st = vcattn_npy_load(o->npy[i], dst[i], shapes[i]);
+            vcattn_npy_error err;
+            vcattn_status st = vcattn_npy_load_ex(o->npy[i], dst[i], shapes[i], &err);
             if (st) {
-                fprintf(stderr, "vcattn: %s: %s\n", o->npy[i], vcattn_status_string(st));
+                /* the message names the file, the cause and the fix */
+                fprintf(stderr, "vcattn: %s\n", err.message[0] ? err.message : vcattn_status_string(st));
                 return 1;
             }
         }

@@ -12,7 +12,7 @@ from ._lib import check, lib
 
 __all__ = ["DEFAULT_METHOD", "GPU_METHODS", "methods", "method_id", "method_config", "config", "uses_vsmooth"]
 
-DEFAULT_METHOD = "vsmooth-expcast-8bit"
+DEFAULT_METHOD = "vsmooth-expcast-tail-8bit"
 # Methods the Hopper kernel implements (include/vcattn.h); the 4-bit ones need Blackwell.
 GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit")
 
