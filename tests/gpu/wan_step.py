@@ -10,7 +10,7 @@ Method: run --layers distinct blocks (default 4) of the 40 and extrapolate the s
 linearly (all 40 blocks have the same shape and cost). Timed with CUDA events, median of
 --reps runs after a warm-up, both variants in the same process on the same inputs:
   * baseline: torch SDPA forced to the cuDNN backend for every attention;
-  * vcattn: self-attention through vcattn.attention (vsmooth-expcast-8bit, kernel v4) with a
+  * vcattn: self-attention through vcattn.attention (--method, default vcattn.DEFAULT_METHOD) with a
     PlanCache reusing each layer's permutation (a "reuse" step); cross-attention (512 keys)
     stays on cuDNN, where vcattn is slower (docs/benchmarks.md). The schedule's grouping
     cost is added as its 40-step average: (1 cold + 2 warm groupings) / 40 per layer,
@@ -115,6 +115,7 @@ def main():
     ap.add_argument("--height", type=int, default=45)
     ap.add_argument("--width", type=int, default=80)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--method", default=vcattn.DEFAULT_METHOD)
     args = ap.parse_args()
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -136,12 +137,12 @@ def main():
 
     def vc_self(q, k, v):
         lid = next(layer_ids)
-        return vcattn.attention(q, k, v, "NHD", plan=cache.layer(lid), step=9, strict=True)
+        return vcattn.attention(q, k, v, "NHD", method=args.method, plan=cache.layer(lid), step=9, strict=True)
 
     # plans: group each layer once (step 0), so step 9 reuses them
     cache.set_step(0)
     layer_ids = iter(range(args.layers))
-    run(lambda q, k, v: vcattn.attention(q, k, v, "NHD", plan=cache.layer(next(layer_ids)), step=0, strict=True))
+    run(lambda q, k, v: vcattn.attention(q, k, v, "NHD", method=args.method, plan=cache.layer(next(layer_ids)), step=0, strict=True))
     cache.set_step(9)
 
     t_base, y_base = timed(lambda: run(cudnn_attn), args.reps)
@@ -157,14 +158,12 @@ def main():
     k, v = torch.randn_like(q), torch.randn_like(q)
     t_att_base, _ = timed(lambda: cudnn_attn(q, k, v), args.reps)
     p = vcattn.Plan(clusters=64, iterations=8)
-    vcattn.attention(q, k, v, "NHD", plan=p, strict=True)
-    t_att_vc, _ = timed(lambda: vcattn.attention(q, k, v, "NHD", plan=p, strict=True), args.reps)
+    vcattn.attention(q, k, v, "NHD", method=args.method, plan=p, strict=True)
+    t_att_vc, _ = timed(lambda: vcattn.attention(q, k, v, "NHD", method=args.method, plan=p, strict=True), args.reps)
     # GPU grouping on this V: cold (8 iterations, no warm start) and warm (2 iterations from
     # the cold centroids), the calls a PlanCache makes on grouping steps
-    t_cold, (_, cent) = timed(lambda: _gpu._kmeans(v, "NHD", None, 64, 8, 0), args.reps)
-    warm = vcattn.Plan(clusters=64, iterations=2)
-    warm._gpu_centroids = cent
-    t_warm, _ = timed(lambda: _gpu._kmeans(v, "NHD", warm, 64, 2, 0), args.reps)
+    t_cold, (_, cent) = timed(lambda: _gpu.kmeans(v, "NHD", 64, 8, 0), args.reps)
+    t_warm, _ = timed(lambda: _gpu.kmeans(v, "NHD", 64, 2, 0, init=cent), args.reps)
     group_avg = (t_cold + 2 * t_warm) / 40.0  # per layer per step, 40-step schedule
 
     L = 40

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Speed against sequence length, from the benchmark log of scripts/device_check.sh bench.
+
+    python3 scripts/plot_bench.py docs/results/2026-12-01/bench.txt [-o bench.png]
+
+Reads the `SDPA <backend> (B,H,Sq,Skv,D) <ms> ms` and `BENCH <method> (...) full <ms> ms ...
+kernel <ms> ms` lines of one run and draws, for the self-attention shapes (Sq = Skv, B = 1),
+each method's speed-up over cuDNN BF16 (kernel alone, and SageAttention2's full call) against
+the number of keys.  matplotlib is optional: without it the script says so and exits 3.
+"""
+import argparse
+import re
+import sys
+
+
+def parse(path):
+    sdpa, bench = {}, {}
+    for line in open(path):
+        m = re.match(r"SDPA (\w+) \((\d+),(\d+),(\d+),(\d+),(\d+)\) ([\d.]+) ms", line)
+        if m:
+            sdpa[(m.group(1),) + tuple(int(x) for x in m.group(2, 3, 4, 5, 6))] = float(m.group(7))
+        m = re.match(r"BENCH (\S+)\s+\((\d+),(\d+),(\d+),(\d+),(\d+)\) full ([\d.]+) ms .* kernel ([\d.]+) ms", line)
+        if m:
+            bench[(m.group(1),) + tuple(int(x) for x in m.group(2, 3, 4, 5, 6))] = (float(m.group(7)), float(m.group(8)))
+    return sdpa, bench
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("log")
+    ap.add_argument("-o", "--out", default=None)
+    a = ap.parse_args()
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot_bench: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+        return 3
+    sdpa, bench = parse(a.log)
+    # one shape per key count: the one with the most heads
+    best = {}
+    for k in bench:
+        s = k[1:]
+        if s[0] == 1 and s[2] == s[3] and s[1] >= best.get(s[3], (0, 0))[1]:
+            best[s[3]] = s
+    shapes = [best[n] for n in sorted(best)]
+    methods = sorted({k[0] for k in bench})
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for m in methods:
+        xs, ys = [], []
+        for s in shapes:
+            c = sdpa.get(("cudnn",) + s)
+            if c and (m,) + s in bench:
+                xs.append(s[3]); ys.append(c / bench[(m,) + s][1])
+        ax.plot(xs, ys, marker="o", label=f"vcattn {m} (kernel)")
+    xs, ys = [], []
+    for s in shapes:
+        c, g = sdpa.get(("cudnn",) + s), sdpa.get(("sage2",) + s)
+        if c and g:
+            xs.append(s[3]); ys.append(c / g)
+    if xs:
+        ax.plot(xs, ys, marker="s", ls="--", color="k", label="SageAttention2 sm90 (full call)")
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("keys (Sq = Skv; H = 40, except 118,800: H = 24)")
+    ax.set_ylabel("speed-up over cuDNN BF16 (same run)")
+    ax.set_title("H200, D = 128, BF16 inputs: " + a.log)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    out = a.out or re.sub(r"\.txt$", "", a.log) + ".png"
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    print(f"plot_bench: wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
