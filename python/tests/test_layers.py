@@ -19,6 +19,7 @@ LAYERS = [
     ["core"],                       # the public call
     ["integration", "parallel"],    # integrations
     ["__init__"],
+    ["info"],                       # python -m vcattn.info (reads the public package)
 ]
 LAYER = {m: i for i, names in enumerate(LAYERS) for m in names}
 
