@@ -278,7 +278,15 @@ class VcattnAttnProcessor:
             self.base = cls()
         return self.base
 
-    def __call__(self, attn, hidden_states, encoder_hidden_states=None, *args, **kwargs):
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, rotary_emb=None,
+                 *args, **kwargs):
+        # attention_mask and rotary_emb are named: diffusers' Attention.forward drops every
+        # keyword the processor's signature does not name (**kwargs does not count), and a
+        # dropped rotary_emb would silently run the wrapped processor without RoPE
+        if attention_mask is not None:
+            kwargs["attention_mask"] = attention_mask
+        if rotary_emb is not None:
+            kwargs["rotary_emb"] = rotary_emb
         base = self._base()
         is_cross = encoder_hidden_states is not None or bool(getattr(attn, "is_cross_attention", False))
         if is_cross and not self.cross_attention:
