@@ -1,7 +1,9 @@
 """The CUDA path: torch CUDA tensors through vcattn_gpu_attention and vcattn_gpu_kmeans.
 
 Nothing here computes: it describes the caller's tensors to the C API (pointers,
-element strides, the current stream) and keeps one reusable workspace per device.
+element strides, the current stream).  Workspaces come from torch's caching allocator, one
+per call, on the call's stream: stream-ordered reuse makes concurrent calls on different
+streams safe, and a call captured in a CUDA graph gets its buffer from the graph's pool.
 Which permutation a call uses is decided by the caller (``Plan.resolve``).
 """
 from __future__ import annotations
@@ -29,18 +31,17 @@ def available() -> bool:
     return lib.vcattn_gpu_device_check() == 0
 
 
-_workspaces = {}
-
-
 def _workspace(device, nbytes):
-    """One growing uint8 buffer per device, reused by every call (stream-ordered)."""
+    """A workspace for one call, from torch's caching allocator on the current stream.
+
+    One buffer shared by every call (as before) let two streams overwrite each other's
+    preprocessed operands (H200: max |diff| 0.064 between concurrent and sequential calls)
+    and left CUDA graphs pointing into a buffer a later, larger call released.  The caching
+    allocator hands back a cached block in microseconds, frees it in stream order when the
+    tensor dies, and allocates from the graph's private pool while capturing."""
     import torch
 
-    buf = _workspaces.get(device)
-    if buf is None or buf.numel() < nbytes:
-        buf = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
-        _workspaces[device] = buf
-    return buf
+    return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
 
 
 def _bhsd_strides(x, layout):
