@@ -19,14 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/preprocess/prep_debug.h" /* the preprocessing knob (process-wide) */
 #include "numerics.h"
 #include "vcattn.h"
-
-/* test/benchmark knob of src/cuda/preprocess.cu (not in the public header): impl 0 =
- * vectorized path when the views allow, 1 = scalar path, 2 = vectorized with 3 key
- * blocks per V-statistics CTA; passes = bit mask
- * (1 K mean, 2 K quantize, 4 Q quantize, 8 V statistics, 16 V quantize) */
-void vcattn_gpu_prep_debug(int impl, unsigned passes);
 
 #define CK(x)                                                                                     \
     do {                                                                                          \
