@@ -10,7 +10,7 @@ export PATH=$PATH:/usr/local/cuda/bin
 MB=$(( B * H * S * D * 2 / 1048576 ))
 [ -n "${KM_SKIP_READBW:-}" ] || { nvcc -O3 -gencode=arch=compute_90a,code=sm_90a dev/cuda/readbw.cu -o "$OUT/readbw" && "$OUT/readbw" $MB | tee "$OUT/readbw.txt"; }
 KM_NO_ATTENTION=1 "$BIN" bench $B $H $S $D | tee "$OUT/bench.txt"
-KM_NO_ATTENTION=1 ncu --set full --clock-control none --import-source yes -k regex:km2_main -c 1 -f -o "$OUT/km" \
+KM_NO_ATTENTION=1 ncu --set full --clock-control none --import-source yes -k regex:vc_km_fused -c 1 -f -o "$OUT/km" \
     "$BIN" bench $B $H $S $D > "$OUT/ncu_run.txt" 2>&1
 tail -3 "$OUT/ncu_run.txt"
 ncu -i "$OUT/km.ncu-rep" --page details > "$OUT/details.txt" 2>&1
