@@ -1,16 +1,13 @@
-/* gpu_test.c - the GPU path against the CPU: preprocessing codes vs a direct
+/* gpu_check.c - the GPU path against the CPU: preprocessing codes vs a direct
  * CPU implementation of the contract (exact), outputs vs
  * vcattn_simulate_attention (same method), vs the FP64 reference
- * (err(gpu) <= 2 err(sim) + atol), and timings.
+ * (err(gpu) <= 2 err(sim) + atol).  Timings: gpu_bench.c.
  *
- *   gpu_test check            small shapes, all methods, random + outlier inputs
- *   gpu_test medium           (1,2,4096,4096,128) vs FP64 reference
- *   gpu_test small            one small shape (for compute-sanitizer)
- *   gpu_test bench B H Sq Skv D [iters]   times full call and kernel alone, 3 methods
- *   gpu_test prepcheck        preprocessing only: vectorized vs scalar path bit for bit
- *                             (whole workspace), codes vs the CPU, 8-byte-aligned views
- *   gpu_test prepbench B H Sq Skv D [iters]   each preprocessing pass alone (GB/s of
- *                             its bytes read + written) vs a cudaMemcpy D2D, same run
+ *   gpu_check check            small shapes, all methods, random + outlier inputs
+ *   gpu_check medium           (1,2,4096,4096,128) vs FP64 reference
+ *   gpu_check small            one small shape (for compute-sanitizer)
+ *   gpu_check prepcheck        preprocessing only: vectorized vs scalar path bit for bit
+ *                              (whole workspace), codes vs the CPU, 8-byte-aligned views
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -20,153 +17,9 @@
 #include <string.h>
 
 #include "cuda/preprocess/prep_debug.h" /* the preprocessing knob (process-wide) */
+#include "gpu_inputs.h"
 #include "numerics.h"
 #include "vcattn.h"
-
-#define CK(x)                                                                                     \
-    do {                                                                                          \
-        cudaError_t e_ = (x);                                                                     \
-        if (e_ != cudaSuccess) {                                                                  \
-            printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__);     \
-            exit(2);                                                                              \
-        }                                                                                         \
-    } while (0)
-#define VK(x)                                                                                     \
-    do {                                                                                          \
-        vcattn_status s_ = (x);                                                                   \
-        if (s_ != VCATTN_STATUS_SUCCESS) {                                                        \
-            printf("vcattn error %s at %s:%d\n", vcattn_status_string(s_), __FILE__, __LINE__);  \
-            exit(2);                                                                              \
-        }                                                                                         \
-    } while (0)
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd_u64(void) {
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-static double rnd_unif(void) { return ((rnd_u64() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-static float rnd_normal(void) {
-    double u = rnd_unif(), v = rnd_unif();
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-
-static uint16_t to_half_bits(float x) { /* x already representable */
-    uint32_t u = vc_f32_bits(x), s = (u >> 16) & 0x8000u;
-    float a = fabsf(x);
-    if (a == 0.0f) return (uint16_t)s;
-    int e;
-    float f = frexpf(a, &e); /* a = f 2^e */
-    if (e - 1 < -14) return (uint16_t)(s | (uint32_t)ldexpf(a, 24));
-    return (uint16_t)(s | ((uint32_t)(e - 1 + 15) << 10) | ((uint32_t)(ldexpf(f, 11) - 1024.0f)));
-}
-
-typedef struct {
-    int64_t B, H, Sq, Skv, D;
-    int bshd;      /* (B,S,H,D) input/output layout */
-    int outliers;  /* V outlier tokens x20 in 8 channels, K += 5*randn(D), q,k x2 */
-    int fp16_in, fp16_out;
-    int use_perm;
-} shape_t;
-
-typedef struct {
-    float *q, *k, *v;  /* float copies of the 16-bit inputs, (B,H,S,D) contiguous */
-    void *dq, *dk, *dv, *dout;
-    float *dlse;
-    int32_t *perm, *dperm;
-    int64_t qs[3], ks[3];
-} inputs_t;
-
-static void strides_of(const shape_t *s, int64_t S, int64_t st[3]) {
-    if (s->bshd) { st[0] = S * s->H * s->D; st[1] = s->D; st[2] = s->H * s->D; }
-    else { st[0] = s->H * S * s->D; st[1] = S * s->D; st[2] = s->D; }
-}
-
-static void upload(const shape_t *s, const float *x, int64_t S, void *dst) {
-    int64_t n = s->B * s->H * S * s->D, st[3];
-    strides_of(s, S, st);
-    uint16_t *h = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)n);
-    for (int64_t b = 0; b < s->B; ++b)
-        for (int64_t hh = 0; hh < s->H; ++hh)
-            for (int64_t i = 0; i < S; ++i)
-                for (int64_t d = 0; d < s->D; ++d) {
-                    float v = x[((b * s->H + hh) * S + i) * s->D + d];
-                    h[b * st[0] + hh * st[1] + i * st[2] + d] = s->fp16_in ? to_half_bits(v) : vc_bf16_bits(v);
-                }
-    CK(cudaMemcpy(dst, h, sizeof(uint16_t) * (size_t)n, cudaMemcpyHostToDevice));
-    free(h);
-}
-
-static float round_in(const shape_t *s, float x) { return s->fp16_in ? vc_fp16_round(x) : vc_bf16_round(x); }
-
-static void make_inputs(const shape_t *s, inputs_t *in) {
-    int64_t nq = s->B * s->H * s->Sq * s->D, nk = s->B * s->H * s->Skv * s->D;
-    in->q = (float *)malloc(sizeof(float) * (size_t)nq);
-    in->k = (float *)malloc(sizeof(float) * (size_t)nk);
-    in->v = (float *)malloc(sizeof(float) * (size_t)nk);
-    float qk_gain = s->outliers ? 2.0f : 1.0f;
-    for (int64_t i = 0; i < nq; ++i) in->q[i] = round_in(s, qk_gain * rnd_normal());
-    for (int64_t bh = 0; bh < s->B * s->H; ++bh) {
-        float koff[128];
-        for (int d = 0; d < s->D; ++d) koff[d] = s->outliers ? 5.0f * rnd_normal() : 0.0f;
-        for (int64_t j = 0; j < s->Skv; ++j) {
-            int outlier = s->outliers && rnd_unif() < 0.005;
-            int c0 = (int)(rnd_u64() % (uint64_t)(s->D - 8));
-            for (int d = 0; d < s->D; ++d) {
-                int64_t i = (bh * s->Skv + j) * s->D + d;
-                in->k[i] = round_in(s, qk_gain * rnd_normal() + koff[d]);
-                float v = rnd_normal() + (s->outliers ? 0.5f : 0.0f);
-                if (outlier && d >= c0 && d < c0 + 8) v *= 20.0f;
-                in->v[i] = round_in(s, v);
-            }
-        }
-    }
-    in->perm = NULL;
-    in->dperm = NULL;
-    if (s->use_perm) {
-        int64_t n = s->B * s->H * s->Skv;
-        in->perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
-        for (int64_t bh = 0; bh < s->B * s->H; ++bh) {
-            int32_t *p = in->perm + bh * s->Skv;
-            for (int64_t j = 0; j < s->Skv; ++j) p[j] = (int32_t)j;
-            for (int64_t j = s->Skv - 1; j > 0; --j) {
-                int64_t r = (int64_t)(rnd_u64() % (uint64_t)(j + 1));
-                int32_t t = p[j]; p[j] = p[r]; p[r] = t;
-            }
-        }
-        CK(cudaMalloc((void **)&in->dperm, sizeof(int32_t) * (size_t)n));
-        CK(cudaMemcpy(in->dperm, in->perm, sizeof(int32_t) * (size_t)n, cudaMemcpyHostToDevice));
-    }
-    CK(cudaMalloc(&in->dq, 2 * (size_t)nq));
-    CK(cudaMalloc(&in->dk, 2 * (size_t)nk));
-    CK(cudaMalloc(&in->dv, 2 * (size_t)nk));
-    CK(cudaMalloc(&in->dout, 2 * (size_t)nq));
-    CK(cudaMalloc((void **)&in->dlse, sizeof(float) * (size_t)(s->B * s->H * s->Sq)));
-    upload(s, in->q, s->Sq, in->dq);
-    upload(s, in->k, s->Skv, in->dk);
-    upload(s, in->v, s->Skv, in->dv);
-}
-
-static void free_inputs(inputs_t *in) {
-    free(in->q); free(in->k); free(in->v); free(in->perm);
-    cudaFree(in->dq); cudaFree(in->dk); cudaFree(in->dv); cudaFree(in->dout); cudaFree(in->dlse);
-    if (in->dperm) cudaFree(in->dperm);
-}
-
-static void gpu_params(const shape_t *s, const inputs_t *in, vcattn_method m, vcattn_gpu_params *p) {
-    vcattn_gpu_params_init(p, s->B, s->H, s->Sq, s->Skv, s->D, in->dq, in->dk, in->dv, in->dout);
-    p->method = m;
-    p->input_dtype = s->fp16_in ? VCATTN_GPU_DTYPE_FP16 : VCATTN_GPU_DTYPE_BF16;
-    p->output_dtype = s->fp16_out ? VCATTN_GPU_DTYPE_FP16 : VCATTN_GPU_DTYPE_BF16;
-    strides_of(s, s->Sq, p->q_stride);
-    strides_of(s, s->Sq, p->o_stride);
-    strides_of(s, s->Skv, p->k_stride);
-    strides_of(s, s->Skv, p->v_stride);
-    p->perm = in->dperm;
-    p->lse = in->dlse;
-}
 
 /* GPU output -> float (B,H,Sq,D) contiguous */
 /* FNV-1a of a buffer: the check lines carry a hash of the GPU outputs so that
@@ -318,11 +171,6 @@ static void sim_params(const shape_t *s, const inputs_t *in, float *o, float *ls
     p->lse = lse;
 }
 
-static const vcattn_method k_methods[] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
-                                          VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
-                                          VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT};
-#define N_METHODS ((int)(sizeof k_methods / sizeof k_methods[0]))
-
 /* one shape, all methods: codes, output vs simulation, LSE; returns failures */
 static int check_shape(const shape_t *s, int vs_reference, double *worst) {
     inputs_t in;
@@ -432,92 +280,6 @@ static int run_small(void) {
     return check_shape(&a, 0, &worst);
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Device BF16 inputs for the benchmarks: q (B,H,Sq,D), k and v (B,H,Skv,D), out.
- * A 16M-element random chunk, tiled at random 128-aligned offsets: host randn
- * over 10^9 elements would cost more than the benchmark. */
-static void bench_inputs(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, inputs_t *in) {
-    const int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
-    memset(in, 0, sizeof *in);
-    const int64_t chunk = (int64_t)1 << 24;
-    uint16_t *h = (uint16_t *)malloc(2 * (size_t)chunk);
-    CK(cudaMalloc(&in->dq, 2 * (size_t)nq));
-    CK(cudaMalloc(&in->dk, 2 * (size_t)nk));
-    CK(cudaMalloc(&in->dv, 2 * (size_t)nk));
-    CK(cudaMalloc(&in->dout, 2 * (size_t)nq));
-    void *dst[3] = {in->dq, in->dk, in->dv};
-    int64_t cnt[3] = {nq, nk, nk};
-    for (int64_t i = 0; i < chunk; ++i) h[i] = vc_bf16_bits(rnd_normal());
-    for (int t = 0; t < 3; ++t)
-        for (int64_t i0 = 0; i0 < cnt[t]; i0 += chunk) {
-            int64_t n = cnt[t] - i0 < chunk ? cnt[t] - i0 : chunk;
-            int64_t off = (int64_t)(rnd_u64() % (uint64_t)(chunk - n + 1)) & ~(int64_t)127;
-            CK(cudaMemcpy((uint16_t *)dst[t] + i0, h + off, 2 * (size_t)n, cudaMemcpyHostToDevice));
-        }
-    free(h);
-}
-
-static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
-    shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1};
-    /* random inputs made on the GPU side in bulk would be faster; host randn is fine here */
-    const int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
-    inputs_t in;
-    bench_inputs(B, H, Sq, Skv, D, &in);
-    /* identity-free plan: a random permutation per head would cost host time at 118K x 40; use NULL */
-    double flops = 4.0 * B * H * (double)Sq * Skv * D;
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int mi = 0; mi < N_METHODS; ++mi) {
-        vcattn_gpu_params p;
-        gpu_params(&s, &in, k_methods[mi], &p);
-        p.lse = NULL;
-        size_t wsb;
-        VK(vcattn_gpu_workspace_size(&p, &wsb));
-        void *ws;
-        CK(cudaMalloc(&ws, wsb));
-        float t_full[64], t_kern[64], t_prep[64];
-        for (int it = -2; it < iters; ++it) {
-            CK(cudaEventRecord(e0, 0));
-            VK(vcattn_gpu_preprocess(&p, ws, wsb, NULL));
-            CK(cudaEventRecord(e1, 0));
-            CK(cudaEventSynchronize(e1));
-            float ms_prep;
-            CK(cudaEventElapsedTime(&ms_prep, e0, e1));
-            CK(cudaEventRecord(e0, 0));
-            VK(vcattn_gpu_attention_kernel(&p, ws, wsb, NULL));
-            CK(cudaEventRecord(e1, 0));
-            CK(cudaEventSynchronize(e1));
-            float ms_k;
-            CK(cudaEventElapsedTime(&ms_k, e0, e1));
-            CK(cudaEventRecord(e0, 0));
-            VK(vcattn_gpu_attention(&p, ws, wsb, NULL));
-            CK(cudaEventRecord(e1, 0));
-            CK(cudaEventSynchronize(e1));
-            float ms_f;
-            CK(cudaEventElapsedTime(&ms_f, e0, e1));
-            if (it >= 0) { t_full[it] = ms_f; t_kern[it] = ms_k; t_prep[it] = ms_prep; }
-        }
-        CK(cudaGetLastError());
-        qsort(t_full, (size_t)iters, sizeof(float), cmp_float);
-        qsort(t_kern, (size_t)iters, sizeof(float), cmp_float);
-        qsort(t_prep, (size_t)iters, sizeof(float), cmp_float);
-        float mf = t_full[iters / 2], mk = t_kern[iters / 2], mp = t_prep[iters / 2];
-        /* bytes the preprocessing must move: read Q, K twice, V twice; write codes */
-        double pbytes = 2.0 * nq + 2.0 * 2 * nk + 2.0 * 2 * nk + (double)nq + 2.0 * nk;
-        printf("BENCH %-21s (%lld,%lld,%lld,%lld,%lld) full %.3f ms (%.0f TFLOP/s) kernel %.3f ms (%.0f TFLOP/s) prep %.3f ms (%.0f GB/s)\n",
-               vcattn_method_name(k_methods[mi]),
-               (long long)B, (long long)H, (long long)Sq, (long long)Skv, (long long)D, mf, flops / mf * 1e-9, mk, flops / mk * 1e-9, mp, pbytes / mp * 1e-6);
-        CK(cudaFree(ws));
-    }
-    cudaFree(in.dq); cudaFree(in.dk); cudaFree(in.dv); cudaFree(in.dout);
-    return 0;
-}
-
 /* ---- preprocessing alone ---------------------------------------------------------------- */
 
 /* the workspace regions the passes write, compared bit for bit (k_partial excluded) */
@@ -618,118 +380,9 @@ static int run_prepcheck(void) {
     return fails;
 }
 
-/* bytes each pass must read + write (inputs once, every output array once) */
-static void prep_pass_bytes(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int lse, int vsmooth, double by[5]) {
-    const double BH = (double)(B * H), sqp = (double)((Sq + 127) / 128 * 128), skp = (double)((Skv + 127) / 128 * 128);
-    const double nkb = skp / 128, nchunk = (double)((Skv + 1023) / 1024);
-    const double in_k = BH * Skv * D * 2, in_q = BH * Sq * D * 2;
-    by[0] = in_k + BH * nchunk * 128 * 8 + BH * D * 4;                         /* K mean (+ partials, mean) */
-    by[1] = in_k + BH * skp * 128 + BH * nkb * 4 * 4;                          /* K codes, scales */
-    by[2] = in_q + BH * sqp * 128 + BH * (sqp / 64) * 32 * 4 + (lse ? BH * Sq * 4 : 0); /* Q codes, scales */
-    by[3] = in_k + (vsmooth ? BH * nkb * 128 * 4 : 0);                        /* V: block means */
-    by[4] = in_k + BH * 128 * skp + BH * 128 * 4 +                            /* V^T codes, scales */
-            (vsmooth ? BH * nkb * 128 * (4 + 4 + 16) : 0); /* block means in, FP16 means x2 out */
-}
-
-static float time_median(int iters, float *t) {
-    qsort(t, (size_t)iters, sizeof(float), cmp_float);
-    return t[iters / 2];
-}
-
-static int run_prepbench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
-    shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1};
-    const int64_t nq = B * H * Sq * D;
-    inputs_t in;
-    bench_inputs(B, H, Sq, Skv, D, &in);
-    /* a random V-Smooth permutation per head (the gather the real plans make) */
-    int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * H * Skv));
-    for (int64_t bh = 0; bh < B * H; ++bh) {
-        int32_t *p = perm + bh * Skv;
-        for (int64_t j = 0; j < Skv; ++j) p[j] = (int32_t)j;
-        for (int64_t j = Skv - 1; j > 0; --j) {
-            int64_t r = (int64_t)(rnd_u64() % (uint64_t)(j + 1));
-            int32_t t = p[j]; p[j] = p[r]; p[r] = t;
-        }
-    }
-    int32_t *dperm;
-    CK(cudaMalloc((void **)&dperm, sizeof(int32_t) * (size_t)(B * H * Skv)));
-    CK(cudaMemcpy(dperm, perm, sizeof(int32_t) * (size_t)(B * H * Skv), cudaMemcpyHostToDevice));
-    free(perm);
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    float t[64];
-    /* the copy reference: D2D of the Q input's size, bytes read + written */
-    double cbytes = 2.0 * nq;
-    for (int it = -2; it < iters; ++it) {
-        CK(cudaEventRecord(e0, 0));
-        CK(cudaMemcpyAsync(in.dout, in.dq, (size_t)cbytes, cudaMemcpyDeviceToDevice, 0));
-        CK(cudaEventRecord(e1, 0));
-        CK(cudaEventSynchronize(e1));
-        if (it >= 0) CK(cudaEventElapsedTime(&t[it], e0, e1));
-    }
-    float mc = time_median(iters, t);
-    double copy_gbs = 2 * cbytes / mc * 1e-6;
-    printf("PREPBENCH (%lld,%lld,%lld,%lld,%lld) memcpy D2D %.0f MB: %.3f ms = %.0f GB/s (read + write)\n", (long long)B,
-           (long long)H, (long long)Sq, (long long)Skv, (long long)D, cbytes * 1e-6, mc, copy_gbs);
-    static const char *pname[5] = {"K mean", "K quantize", "Q quantize", "V stats", "V quantize"};
-    struct { const char *name; vcattn_method m; int perm, lse; } cfg[] = {
-        {"vsmooth", VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, 0, 0},
-        {"vsmooth+perm+lse", VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, 1, 1},
-        {"sage2", VCATTN_METHOD_SAGE2_8BIT, 0, 0},
-    };
-    for (int ci = 0; ci < 3; ++ci) {
-        vcattn_gpu_params p;
-        gpu_params(&s, &in, cfg[ci].m, &p);
-        p.perm = cfg[ci].perm ? dperm : NULL;
-        p.lse = cfg[ci].lse ? (float *)in.dout : NULL; /* only q_km matters here; dout is scratch */
-        double by[5];
-        prep_pass_bytes(B, H, Sq, Skv, D, cfg[ci].lse, cfg[ci].m != VCATTN_METHOD_SAGE2_8BIT, by);
-        size_t wsb;
-        VK(vcattn_gpu_workspace_size(&p, &wsb));
-        void *ws;
-        CK(cudaMalloc(&ws, wsb));
-        for (int impl = 1; impl >= 0; --impl) {
-            double tot = 0, sum_ms = 0;
-            for (int ps = -1; ps < 5; ++ps) {
-                unsigned mask = ps < 0 ? 31u : 1u << ps;
-                vcattn_gpu_prep_debug(impl, 31u);
-                VK(vcattn_gpu_preprocess(&p, ws, wsb, NULL)); /* every input of the pass is in place */
-                vcattn_gpu_prep_debug(impl, mask);
-                for (int it = -2; it < iters; ++it) {
-                    CK(cudaEventRecord(e0, 0));
-                    VK(vcattn_gpu_preprocess(&p, ws, wsb, NULL));
-                    CK(cudaEventRecord(e1, 0));
-                    CK(cudaEventSynchronize(e1));
-                    if (it >= 0) CK(cudaEventElapsedTime(&t[it], e0, e1));
-                }
-                float ms = time_median(iters, t);
-                if (ps < 0) {
-                    tot = ms;
-                    continue;
-                }
-                sum_ms += ms;
-                double gbs = by[ps] / ms * 1e-6;
-                printf("PREP %-16s %-6s %-10s %8.3f ms %7.1f MB %6.0f GB/s %5.1f%% of copy\n", cfg[ci].name,
-                       impl ? "scalar" : "vector", pname[ps], ms, by[ps] * 1e-6, gbs, 100.0 * gbs / copy_gbs);
-            }
-            double all = by[0] + by[1] + by[2] + by[3] + by[4];
-            printf("PREP %-16s %-6s %-10s %8.3f ms %7.1f MB %6.0f GB/s %5.1f%% of copy (passes alone: %.3f ms)\n",
-                   cfg[ci].name, impl ? "scalar" : "vector", "all", tot, all * 1e-6, all / tot * 1e-6,
-                   100.0 * all / tot * 1e-6 / copy_gbs, sum_ms);
-        }
-        vcattn_gpu_prep_debug(0, 31u);
-        CK(cudaFree(ws));
-    }
-    CK(cudaGetLastError());
-    cudaFree(dperm);
-    cudaFree(in.dq); cudaFree(in.dk); cudaFree(in.dv); cudaFree(in.dout);
-    return 0;
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) {
-        printf("usage: %s check | medium | small | prepcheck | bench B H Sq Skv D [iters] | prepbench B H Sq Skv D [iters]\n", argv[0]);
+        printf("usage: %s check | medium | small | prepcheck\n", argv[0]);
         return 2;
     }
     vcattn_status ds = vcattn_gpu_device_check();
@@ -741,18 +394,6 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "medium")) return run_medium() ? 1 : 0;
     if (!strcmp(argv[1], "small")) return run_small() ? 1 : 0;
     if (!strcmp(argv[1], "prepcheck")) return run_prepcheck() ? 1 : 0;
-    if (!strcmp(argv[1], "prepbench") && argc >= 7) {
-        int iters = argc > 7 ? atoi(argv[7]) : 10;
-        if (iters < 1) iters = 1;
-        if (iters > 64) iters = 64;
-        return run_prepbench(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]), atoll(argv[6]), iters);
-    }
-    if (!strcmp(argv[1], "bench") && argc >= 7) {
-        int iters = argc > 7 ? atoi(argv[7]) : 10;
-        if (iters < 1) iters = 1;
-        if (iters > 64) iters = 64;
-        return run_bench(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]), atoll(argv[6]), iters);
-    }
     printf("bad arguments\n");
     return 2;
 }
