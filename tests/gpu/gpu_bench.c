@@ -192,11 +192,7 @@ int main(int argc, char **argv) {
         printf("usage: %s bench B H Sq Skv D [iters] | prepbench B H Sq Skv D [iters]\n", argv[0]);
         return 2;
     }
-    vcattn_status ds = vcattn_gpu_device_check();
-    if (ds != VCATTN_STATUS_SUCCESS) {
-        printf("no sm_90 device: %s\n", vcattn_status_string(ds));
-        return 77;
-    }
+    if (!have_sm90()) return 77;
     int iters = argc > 7 ? atoi(argv[7]) : 10;
     if (iters < 1) iters = 1;
     if (iters > 64) iters = 64;

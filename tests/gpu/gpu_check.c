@@ -385,11 +385,7 @@ int main(int argc, char **argv) {
         printf("usage: %s check | medium | small | prepcheck\n", argv[0]);
         return 2;
     }
-    vcattn_status ds = vcattn_gpu_device_check();
-    if (ds != VCATTN_STATUS_SUCCESS) {
-        printf("no sm_90 device: %s\n", vcattn_status_string(ds));
-        return 77;
-    }
+    if (!have_sm90()) return 77;
     if (!strcmp(argv[1], "check")) return run_check() ? 1 : 0;
     if (!strcmp(argv[1], "medium")) return run_medium() ? 1 : 0;
     if (!strcmp(argv[1], "small")) return run_small() ? 1 : 0;

@@ -144,3 +144,10 @@ void bench_inputs(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, inpu
         }
     free(h);
 }
+
+int have_sm90(void) {
+    vcattn_status ds = vcattn_gpu_device_check();
+    if (ds == VCATTN_STATUS_SUCCESS) return 1;
+    printf("no sm_90 device: %s\n", vcattn_status_string(ds));
+    return 0;
+}

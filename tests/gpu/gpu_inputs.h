@@ -63,6 +63,9 @@ void make_inputs(const shape_t *s, inputs_t *in);
 void free_inputs(inputs_t *in);
 /* device BF16 inputs for the benchmarks (no host copies) */
 void bench_inputs(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, inputs_t *in);
+/* 1 when an sm_90 device is there; else prints "no sm_90 device: ..." and returns 0
+ * (the programs then exit 77, skipped) */
+int have_sm90(void);
 /* the vcattn_gpu_attention parameters of shape s on the inputs, method m */
 void gpu_params(const shape_t *s, const inputs_t *in, vcattn_method m, vcattn_gpu_params *p);
 
