@@ -86,6 +86,19 @@ static inline vcattn_status km_cuda(cudaError_t e) {
     return e == cudaErrorMemoryAllocation ? VCATTN_STATUS_OUT_OF_MEMORY : VCATTN_STATUS_CUDA_ERROR;
 }
 
+/* the fields both paths' kernel arguments take from the call: V, its strides, the shape */
+template <typename A>
+static inline void km_args_from_call(A &a, const vcattn_gpu_kmeans_params *p) {
+    a.v = p->v;
+    a.vs0 = p->v_stride[0];
+    a.vs1 = p->v_stride[1];
+    a.vs2 = p->v_stride[2];
+    a.H = (int)p->heads;
+    a.S = (int)p->seq;
+    a.K = p->clusters;
+    a.is_bf16 = p->dtype == VCATTN_GPU_DTYPE_BF16;
+}
+
 static inline int km_vec16(const vcattn_gpu_kmeans_params *p) {
     return ((uintptr_t)p->v % 16 == 0) && p->v_stride[0] % 8 == 0 && p->v_stride[1] % 8 == 0 && p->v_stride[2] % 8 == 0;
 }

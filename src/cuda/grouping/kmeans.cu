@@ -77,18 +77,11 @@ extern "C" vcattn_status vcattn_gpu_kmeans(const vcattn_gpu_kmeans_params *p, vo
         st = vc_kmeans_large_k(p, L, ws, stream);
     } else {
         vc_km_fused_args a;
-        a.v = p->v;
-        a.vs0 = p->v_stride[0];
-        a.vs1 = p->v_stride[1];
-        a.vs2 = p->v_stride[2];
-        a.H = (int)p->heads;
-        a.S = (int)p->seq;
-        a.K = K;
+        km_args_from_call(a, p);
         a.BH = (int)L.bh;
         a.P = (int)L.P;
         a.nsub = (int)L.nsub;
         a.iters = p->iterations;
-        a.is_bf16 = p->dtype == VCATTN_GPU_DTYPE_BF16;
         CUtensorMap vmap;
         memset(&vmap, 0, sizeof vmap);
         a.tma = vc_km_make_vmap(p, &vmap);

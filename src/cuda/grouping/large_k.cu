@@ -293,16 +293,9 @@ vcattn_status vc_kmeans_large_k(const vcattn_gpu_kmeans_params *p, const km_layo
     const int K = p->clusters, D = (int)p->head_dim;
 
     km_args a;
-    a.v = p->v;
-    a.vs0 = p->v_stride[0];
-    a.vs1 = p->v_stride[1];
-    a.vs2 = p->v_stride[2];
-    a.H = (int)p->heads;
-    a.S = (int)p->seq;
+    km_args_from_call(a, p);
     a.D = D;
-    a.K = K;
     a.ntiles = (int)L.ntiles;
-    a.is_bf16 = p->dtype == VCATTN_GPU_DTYPE_BF16;
     a.cent = cent;
     a.labels = (int32_t *)(ws + L.labels);
     a.part_sum = (float *)(ws + L.part_sum);
