@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A/B of GPU k-means builds in one device call: each DIR/kmeans_check runs `check`
-# (HASH lines kept so the builds can be compared result for result) and then the
+# (HASH lines kept so the builds can be compared result for result) and then
+# DIR/kmeans_bench (DIR/kmeans_check in a build from before the check/bench split) the
 # benchmark shapes, in turns (A B A B ...) so that drift hits every build alike.
 #   dev/ab_kmeans.sh "DIR_A DIR_B ..." [ROUNDS]
 set -u
@@ -21,6 +22,9 @@ for d in $DIRS; do
 done
 for r in $(seq "$ROUNDS"); do
     for s in "1 40 75600 128" "1 24 118800 128"; do
-        for d in $DIRS; do echo "$d: $("$d/kmeans_check" bench $s | grep -E '^KMEANS-ONLY|DETERMINISM|^HASH' | tr '\n' ' ')"; done
+        for d in $DIRS; do
+            kb="$d/kmeans_bench"; [ -x "$kb" ] || kb="$d/kmeans_check"
+            echo "$d: $("$kb" bench $s | grep -E '^KMEANS-ONLY|DETERMINISM|^HASH' | tr '\n' ' ')"
+        done
     done
 done

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # ncu profile of one attention launch (ExpCast) with per-instruction
 # stall samples, written as text under $OUT (run on the device):
-#   dev/profile_attention.sh DIR_WITH_GPU_TEST [B H S]
+#   dev/profile_attention.sh DIR_WITH_GPU_BENCH [B H S]
 set -u
-BIN=$1/gpu_test; B=${2:-1}; H=${3:-8}; S=${4:-32760}
+BIN=$1/gpu_bench; [ -x "$BIN" ] || BIN=$1/gpu_test   # a build from before the check/bench split
+B=${2:-1}; H=${3:-8}; S=${4:-32760}
 OUT=${OUT:-out}; mkdir -p "$OUT"
 ncu --set full --import-source no --kernel-name-base mangled -k regex:'vc_attention_kernelILi2E' -c 1 -f -o "$OUT/prof" \
     "$BIN" bench $B $H $S $S 128 1 > "$OUT/ncu_run.txt" 2>&1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# device_check.sh - on the H200: build libvcattn + the GPU test from the repo
-# (cmake + nvcc), check the kernel against the CPU simulation and the FP64
+# device_check.sh - on the H200: build libvcattn + the GPU check and benchmark
+# programs from the repo (cmake + nvcc: targets gpu_check, gpu_bench, kmeans_check,
+# kmeans_bench), check the kernel against the CPU simulation and the FP64
 # reference, run compute-sanitizer memcheck + racecheck on a small shape, and
 # benchmark against torch SDPA (cuDNN and flash, BF16) in the same run.
 #
@@ -11,7 +12,8 @@
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
 #           (tests/gpu/wan_step.py, ~2-3 minutes)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
-#   VC_PREBUILT=dir                      use dir/gpu_test instead of building
+#   VC_PREBUILT=dir                      use dir/{gpu_check,gpu_bench,kmeans_check,kmeans_bench}
+#                                        (and dir/libvcattn.so) instead of building
 #   OUT=dir                              logs go there (default ./out)
 set -u
 cd "$(dirname "$0")/.."
@@ -27,22 +29,20 @@ export PATH=$PATH:/usr/local/cuda/bin
 
 say "== device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null)"
 say "== nvcc: $(nvcc --version 2>/dev/null | tail -1)"
-BIN=""
-if [ -n "${VC_PREBUILT:-}" ] && [ -x "$VC_PREBUILT/gpu_test" ]; then
-    BIN="$VC_PREBUILT/gpu_test"
-    say "== using prebuilt $BIN"
+BIN=""     # gpu_check; gpu_bench, kmeans_check, kmeans_bench and libvcattn.so sit beside it
+if [ -n "${VC_PREBUILT:-}" ] && [ -x "$VC_PREBUILT/gpu_check" ]; then
+    BIN="$VC_PREBUILT/gpu_check"
+    say "== using prebuilt $VC_PREBUILT"
 elif has build; then
     t0=$(date +%s)
     cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release >> "$LOG" 2>&1 &&
-        cmake --build build-dev -j16 --target vcattn_static vcattn >> "$LOG" 2>&1 &&
-        for t in gpu_test kmeans_check; do
-            gcc -O2 -std=c11 -Iinclude -Isrc -I/usr/local/cuda/include tests/gpu/$t.c -o build-dev/$t \
-                build-dev/libvcattn.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -lstdc++ >> "$LOG" 2>&1
-        done
-    if [ -x build-dev/gpu_test ]; then BIN=build-dev/gpu_test; say "== built in $(( $(date +%s) - t0 )) s"
+        cmake --build build-dev -j16 --target vcattn_static vcattn gpu_check gpu_bench kmeans_check kmeans_bench \
+            >> "$LOG" 2>&1
+    if [ -x build-dev/gpu_check ] && [ -x build-dev/gpu_bench ]; then BIN=build-dev/gpu_check; say "== built in $(( $(date +%s) - t0 )) s"
     else say "BUILD FAILED"; tail -30 "$LOG"; exit 1; fi
 fi
 [ -n "$BIN" ] || { say "no binary"; exit 1; }
+DIR="$(dirname "$BIN")"
 
 RC=0
 if has check; then
@@ -67,7 +67,7 @@ if has sanitize; then
             done
         }
         sanitize "" 240 "$BIN" small
-        KM="$(dirname "$BIN")/kmeans_check"   # the k-means kernel (TMA + mbarrier ring) on its check shapes
+        KM="$DIR/kmeans_check"   # the k-means kernel (TMA + mbarrier ring) on its check shapes
         [ -x "$KM" ] && sanitize km_ 300 "$KM" check
     else
         say "compute-sanitizer not found"
@@ -84,7 +84,7 @@ if has bench; then
     timeout 300 python3 tests/gpu/bench_sdpa.py $shapes_py 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
     say "== bench: vcattn"
     for s in $SHAPES; do
-        timeout 120 "$BIN" bench ${s//,/ } 5 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
+        timeout 120 "$DIR/gpu_bench" bench ${s//,/ } 5 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
     done
     say "== summary (kernel alone and full call vs cuDNN, same run)"
     python3 - "$OUT/bench.txt" <<'PY' | tee -a "$LOG"
@@ -106,22 +106,22 @@ for meth, shp, f, k, p in rows:
 PY
 fi
 if has kmeans; then
-    KM="$(dirname "$BIN")/kmeans_check"
+    KM="$DIR/kmeans_check"
     say "== kmeans: GPU grouping vs the CPU planner, determinism, warm start"
     timeout 120 "$KM" check 2>&1 | tee -a "$LOG" | tail -6; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
     say "== kmeans: timing (Wan 720p, HunyuanVideo 720p) and its share of one attention call"
     for s in "1 40 75600 128" "1 24 118800 128"; do
-        timeout 120 "$KM" bench $s 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
+        timeout 120 "$DIR/kmeans_bench" bench $s 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
     done
 fi
 if has python; then
     say "== python: package tests on CUDA tensors"
-    VCATTN_LIBRARY="$(dirname "$BIN")/libvcattn.so" PYTHONPATH=python timeout 300 \
+    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python timeout 300 \
         python3 -m pytest -q python/tests 2>&1 | tee -a "$LOG" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 if has e2e; then
     say "== e2e: one Wan2.2-A14B-shaped denoising step (4 of 40 layers, extrapolated)"
-    VCATTN_LIBRARY="$(dirname "$BIN")/libvcattn.so" PYTHONPATH=python timeout 400 \
+    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python timeout 400 \
         python3 tests/gpu/wan_step.py --json "$OUT/wan_step.json" 2>&1 | tee -a "$LOG" | tail -25
     [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "gpu_common.cuh"
+#include "preprocess/launch.cuh"
 #include "vcattn.h"
 
-cudaError_t vc_prep_launch(const vc_prep_args &a, int BH, int bf16, cudaStream_t s);
 cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
 
 static int64_t vc_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }

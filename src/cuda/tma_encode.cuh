@@ -1,6 +1,6 @@
 /* tma_encode.cuh - host side of TMA: the driver's cuTensorMapEncodeTiled, looked up once
  * through the runtime (no -lcuda at link time).  Used by the attention kernels' maps
- * (attention/maps.cuh) and the k-means V loads (kmeans.cu). */
+ * (attention/maps.cuh) and the k-means V loads (grouping/kmeans.cu). */
 #pragma once
 #include <cuda.h>
 #include <cudaTypedefs.h>

@@ -1,4 +1,4 @@
-"""bench_sdpa.py - the baselines timed the way gpu_test times vcattn (median of
+"""bench_sdpa.py - the baselines timed the way gpu_bench times vcattn (median of
 CUDA-event timings after warm-up): torch SDPA (cuDNN and flash backends, BF16)
 and, when the package imports (PYTHONPATH; ../shared/peer has a prebuilt copy),
 SageAttention2's sm90 kernel as sageattn() runs it on Hopper

@@ -1,21 +1,17 @@
 /* kmeans_check.c - GPU V-Smooth grouping on the H200: correctness against the
- * CPU planner, determinism, warm start, and timing (issue 4).
+ * CPU planner, determinism, warm start.  Timing: kmeans_bench.c.
  *
  *   kmeans_check check            correctness at small/medium shapes
- *   kmeans_check bench B H S D    bitwise determinism of two cold calls, timing (cold 8
- *                                 iterations, warm 2, 4 and 0) and the share of one
- *                                 vsmooth-expcast attention call (skipped when
- *                                 KM_NO_ATTENTION is set); exit 1 if the calls differ;
- *                                 KM_BENCH_LAYOUT=bshd reads V as (B,S,H,D) (no attention)
- * Prints "N passed, N failed" after check, and "HASH ..." lines (FNV-1a of the permutation,
- * labels and centroids) for each checked run and the cold benchmark call, so that two builds
- * can be compared result for result (diff their HASH lines). */
+ * Prints "N passed, N failed", and "HASH ..." lines (FNV-1a of the permutation, labels and
+ * centroids) for each checked run, so that two builds can be compared result for result
+ * (diff their HASH lines). */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kmeans_inputs.h"
 #include "numerics.h"
 #include "vcattn.h"
 
@@ -25,100 +21,6 @@ static int g_pass, g_fail;
         if (cond) ++g_pass;                                                   \
         else { ++g_fail; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } \
     } while (0)
-#define CUDA_OK(call)                                                         \
-    do {                                                                      \
-        cudaError_t e_ = (call);                                              \
-        if (e_ != cudaSuccess) { printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); exit(2); } \
-    } while (0)
-#define VC_OK(call)                                                           \
-    do {                                                                      \
-        vcattn_status s_ = (call);                                            \
-        if (s_ != VCATTN_STATUS_SUCCESS) { printf("vcattn error '%s' at %s:%d\n", vcattn_status_string(s_), __FILE__, __LINE__); exit(2); } \
-    } while (0)
-
-typedef struct {
-    int64_t B, H, S, D, T, Hh, W;
-    float *v;      /* host (B,H,S,D), BF16-rounded values */
-    uint16_t *vb;  /* host bf16 bits */
-    void *dv;      /* device bf16 */
-} input;
-
-static input make_input(int64_t B, int64_t H, int64_t T, int64_t Hh, int64_t W, uint64_t seed) {
-    input in = {B, H, T * Hh * W, 128, T, Hh, W, NULL, NULL, NULL};
-    vcattn_workload_params wp;
-    vcattn_workload_params_init(&wp);
-    wp.batch = B; wp.heads = H; wp.frames = T; wp.height = Hh; wp.width = W; wp.seed = seed;
-    size_t n = (size_t)(B * H * in.S * in.D);
-    float *q = malloc(n * 4), *k = malloc(n * 4);
-    in.v = malloc(n * 4);
-    in.vb = malloc(n * 2);
-    VC_OK(vcattn_workload_generate(&wp, q, k, in.v));
-    for (size_t i = 0; i < n; ++i) {
-        in.vb[i] = vc_bf16_bits(in.v[i]);
-        in.v[i] = vc_bf16_to_f32(in.vb[i]);
-    }
-    free(q); free(k);
-    CUDA_OK(cudaMalloc(&in.dv, n * 2));
-    CUDA_OK(cudaMemcpy(in.dv, in.vb, n * 2, cudaMemcpyHostToDevice));
-    return in;
-}
-
-/* FNV-1a of a buffer: the HASH lines let two builds be compared result for result */
-static unsigned long long fnv(const void *p, size_t n) {
-    const unsigned char *b = (const unsigned char *)p;
-    unsigned long long h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
-static void free_input(input *in) { free(in->v); free(in->vb); cudaFree(in->dv); }
-
-typedef struct {
-    int32_t *perm, *labels;
-    float *cent;
-    int32_t *dperm, *dlabels;
-    float *dcent;
-    void *ws;
-    size_t ws_bytes;
-    vcattn_gpu_kmeans_params p;
-} run;
-
-static void run_setup(run *r, const input *in, int k) {
-    memset(r, 0, sizeof *r);
-    vcattn_gpu_kmeans_params_init(&r->p);
-    r->p.batch = in->B; r->p.heads = in->H; r->p.seq = in->S; r->p.head_dim = in->D;
-    r->p.v = in->dv;
-    r->p.v_stride[0] = in->H * in->S * in->D; r->p.v_stride[1] = in->S * in->D; r->p.v_stride[2] = in->D;
-    r->p.clusters = k;
-    size_t nl = (size_t)(in->B * in->H * in->S), nc = (size_t)(in->B * in->H * k * in->D);
-    CUDA_OK(cudaMalloc((void **)&r->dperm, nl * 4));
-    CUDA_OK(cudaMalloc((void **)&r->dlabels, nl * 4));
-    CUDA_OK(cudaMalloc((void **)&r->dcent, nc * 4));
-    r->perm = malloc(nl * 4); r->labels = malloc(nl * 4); r->cent = malloc(nc * 4);
-    r->p.perm = r->dperm; r->p.labels = r->dlabels; r->p.centroids = r->dcent;
-    VC_OK(vcattn_gpu_kmeans_workspace_size(&r->p, &r->ws_bytes));
-    CUDA_OK(cudaMalloc(&r->ws, r->ws_bytes));
-}
-
-static void run_exec(run *r, const input *in) {
-    VC_OK(vcattn_gpu_kmeans(&r->p, r->ws, r->ws_bytes, NULL));
-    CUDA_OK(cudaDeviceSynchronize());
-    size_t nl = (size_t)(in->B * in->H * in->S), nc = (size_t)(in->B * in->H * r->p.clusters * in->D);
-    CUDA_OK(cudaMemcpy(r->perm, r->dperm, nl * 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(r->labels, r->dlabels, nl * 4, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(r->cent, r->dcent, nc * 4, cudaMemcpyDeviceToHost));
-}
-
-static void print_hash(const input *in, const run *r, const char *what) {
-    size_t nl = (size_t)(in->B * in->H * in->S), nc = (size_t)(in->B * in->H * r->p.clusters * in->D);
-    printf("HASH %s: perm %016llx labels %016llx centroids %016llx\n", what, fnv(r->perm, nl * 4),
-           fnv(r->labels, nl * 4), fnv(r->cent, nc * 4));
-}
-
-static void run_free(run *r) {
-    cudaFree(r->dperm); cudaFree(r->dlabels); cudaFree(r->dcent); cudaFree(r->ws);
-    free(r->perm); free(r->labels); free(r->cent);
-}
 
 /* perm valid, labels non-decreasing along it, stable inside clusters, and each
  * label (near-)nearest among the returned centroids */
@@ -403,126 +305,8 @@ static int cmd_check(void) {
     return g_fail ? 1 : 0;
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-static float time_median(run *r, int reps) {
-    cudaEvent_t e0, e1;
-    float t[32];
-    cudaEventCreate(&e0); cudaEventCreate(&e1);
-    for (int i = 0; i < 2; ++i) VC_OK(vcattn_gpu_kmeans(&r->p, r->ws, r->ws_bytes, NULL));
-    for (int i = 0; i < reps; ++i) {
-        cudaEventRecord(e0, NULL);
-        VC_OK(vcattn_gpu_kmeans(&r->p, r->ws, r->ws_bytes, NULL));
-        cudaEventRecord(e1, NULL);
-        CUDA_OK(cudaEventSynchronize(e1));
-        cudaEventElapsedTime(&t[i], e0, e1);
-    }
-    qsort(t, (size_t)reps, sizeof(float), cmp_float);
-    cudaEventDestroy(e0); cudaEventDestroy(e1);
-    return t[reps / 2];
-}
-
-static int cmd_bench(int64_t B, int64_t H, int64_t S, int64_t D) {
-    /* random BF16 V of the shape (timing does not depend on the content much) */
-    size_t n = (size_t)(B * H * S * D);
-    uint16_t *vb = malloc(n * 2);
-    uint64_t z = 12345;
-    for (size_t i = 0; i < n; ++i) {
-        z = z * 6364136223846793005ull + 1442695040888963407ull;
-        vb[i] = vc_bf16_bits((float)((double)(z >> 11) * 0x1.0p-53 * 2.0 - 1.0));
-    }
-    input in = {B, H, S, D, 0, 0, 0, NULL, vb, NULL};
-    CUDA_OK(cudaMalloc(&in.dv, n * 2));
-    CUDA_OK(cudaMemcpy(in.dv, vb, n * 2, cudaMemcpyHostToDevice));
-    run r;
-    run_setup(&r, &in, 64);
-    r.p.labels = NULL;
-    /* KM_BENCH_LAYOUT=bshd: the same buffer read as (B,S,H,D), the layout of most pipelines */
-    const char *layout = getenv("KM_BENCH_LAYOUT");
-    const int bshd = layout && !strcmp(layout, "bshd");
-    if (bshd) { r.p.v_stride[0] = S * H * D; r.p.v_stride[1] = D; r.p.v_stride[2] = H * D; }
-    int differ = 0;
-    {
-        /* bitwise determinism at this shape: two cold calls */
-        size_t nl = (size_t)(B * H * S), nc = (size_t)(B * H * 64 * D);
-        int32_t *p1 = malloc(nl * 4);
-        float *c1 = malloc(nc * 4);
-        VC_OK(vcattn_gpu_kmeans(&r.p, r.ws, r.ws_bytes, NULL));
-        CUDA_OK(cudaMemcpy(p1, r.dperm, nl * 4, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(c1, r.dcent, nc * 4, cudaMemcpyDeviceToHost));
-        VC_OK(vcattn_gpu_kmeans(&r.p, r.ws, r.ws_bytes, NULL));
-        CUDA_OK(cudaMemcpy(r.perm, r.dperm, nl * 4, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(r.cent, r.dcent, nc * 4, cudaMemcpyDeviceToHost));
-        differ = memcmp(p1, r.perm, nl * 4) || memcmp(c1, r.cent, nc * 4);
-        printf("HASH bench (%lld,%lld,%lld,%lld) cold: perm %016llx centroids %016llx\n", (long long)B, (long long)H,
-               (long long)S, (long long)D, fnv(r.perm, nl * 4), fnv(r.cent, nc * 4));
-        printf("DETERMINISM (%lld,%lld,%lld,%lld): two cold calls %s\n", (long long)B, (long long)H, (long long)S,
-               (long long)D, differ ? "DIFFER" : "bitwise identical");
-        free(p1);
-        free(c1);
-    }
-    float cold = time_median(&r, 10);
-    r.p.init_centroids = r.dcent;
-    r.p.iterations = 2;
-    float warm2 = time_median(&r, 10);
-    r.p.iterations = 4;
-    float warm4 = time_median(&r, 10);
-    r.p.iterations = 0;
-    float warm0 = time_median(&r, 10);
-    printf("KMEANS-ONLY (%lld,%lld,%lld,%lld)%s k=64: cold 8 it %.3f ms, warm 2 it %.3f ms, warm 4 it %.3f ms, "
-           "0 it (labels + permutation only) %.3f ms\n",
-           (long long)B, (long long)H, (long long)S, (long long)D, bshd ? " (B,S,H,D)" : "", cold, warm2, warm4, warm0);
-    fflush(stdout);
-    if (getenv("KM_NO_ATTENTION") || bshd) { run_free(&r); free(vb); cudaFree(in.dv); return differ; }
-    /* one vsmooth-expcast attention call at the same shape, same run */
-    float attn = -1.0f;
-    vcattn_gpu_params ap;
-    void *q, *k, *o, *ws;
-    size_t wsb = 0;
-    if (cudaMalloc(&q, n * 2) == cudaSuccess && cudaMalloc(&k, n * 2) == cudaSuccess && cudaMalloc(&o, n * 2) == cudaSuccess) {
-        cudaMemcpy(q, vb, n * 2, cudaMemcpyHostToDevice);
-        cudaMemcpy(k, vb, n * 2, cudaMemcpyHostToDevice);
-        vcattn_gpu_params_init(&ap, B, H, S, S, D, q, k, in.dv, o);
-        ap.method = VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT;
-        ap.perm = r.dperm;
-        if (vcattn_gpu_workspace_size(&ap, &wsb) == VCATTN_STATUS_SUCCESS && cudaMalloc(&ws, wsb) == cudaSuccess) {
-            cudaEvent_t e0, e1;
-            cudaEventCreate(&e0); cudaEventCreate(&e1);
-            float t[5];
-            for (int i = 0; i < 6; ++i) {
-                cudaEventRecord(e0, NULL);
-                vcattn_status st = vcattn_gpu_attention(&ap, ws, wsb, NULL);
-                cudaEventRecord(e1, NULL);
-                cudaEventSynchronize(e1);
-                if (st) { printf("attention: %s\n", vcattn_status_string(st)); break; }
-                if (i > 0) cudaEventElapsedTime(&t[i - 1], e0, e1);
-                if (i == 5) { qsort(t, 5, sizeof(float), cmp_float); attn = t[2]; }
-            }
-            cudaFree(ws);
-        }
-        cudaFree(q); cudaFree(k); cudaFree(o);
-    }
-    /* a 40-step schedule groups on steps 0, 4, 8: one cold + two warm calls */
-    printf("KMEANS (%lld,%lld,%lld,%lld) k=64: cold 8 it %.3f ms, warm 2 it %.3f ms, warm 4 it %.3f ms",
-           (long long)B, (long long)H, (long long)S, (long long)D, cold, warm2, warm4);
-    if (attn > 0)
-        printf("; attention (vsmooth-expcast full call) %.3f ms; grouping/attention: cold %.1f%%, warm2 %.1f%%; "
-               "40-step schedule (1 cold + 2 warm2 over 40 calls) %.2f%%",
-               attn, 100 * cold / attn, 100 * warm2 / attn, 100 * (cold + 2 * warm2) / (40 * attn));
-    printf("\n");
-    run_free(&r);
-    free(vb);
-    cudaFree(in.dv);
-    return differ;
-}
-
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "check")) return cmd_check();
-    if (argc >= 6 && !strcmp(argv[1], "bench"))
-        return cmd_bench(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]));
-    fprintf(stderr, "usage: kmeans_check check | bench B H S D   (env: KM_NO_ATTENTION, KM_BENCH_LAYOUT=bshd)\n");
+    fprintf(stderr, "usage: kmeans_check check\n");
     return 2;
 }

@@ -1,5 +1,5 @@
-/* kmeans_legacy.cu - the earlier GPU k-means path, used for k > 64 (the fused path in
- * kmeans.cu covers k <= 64, the default 64): one iteration = two launches,
+/* large_k.cu - the GPU k-means path for k > 64 (the fused path, fused_*.cuh,
+ * covers k <= 64, the default 64): one iteration = two launches,
  *   km_assign   per CTA 1024 tokens: distances as a tensor-core product (mma.sync
  *               m16n8k16 BF16, FP32 accumulate), argmin; then per-CTA partial
  *               sums (onehot^T V, a second mma product) and counts;
@@ -7,7 +7,7 @@
  * After the last update: one more km_assign (labels and counts only), then
  * km_offsets (exclusive scan over (cluster, CTA)) and km_scatter.  Same algorithm and
  * contract as the fused path (kmeans.cu's header). */
-#include "kmeans_common.cuh"
+#include "grouping/common.cuh"
 #include "ptx/cp_async.cuh"
 
 #define KM_THREADS 128      /* 4 warps; one thread per channel in the accumulation */
@@ -286,23 +286,16 @@ __global__ void km_scatter(const int32_t *labels, const int *offsets, int32_t *p
     }
 }
 
-/* K > 64: the earlier path (one launch per step) */
-vcattn_status vc_kmeans_legacy(const vcattn_gpu_kmeans_params *p, const km_layout &L, char *ws, cudaStream_t stream) {
+/* K > 64: one launch per step */
+vcattn_status vc_kmeans_large_k(const vcattn_gpu_kmeans_params *p, const km_layout &L, char *ws, cudaStream_t stream) {
     vcattn_status st = VCATTN_STATUS_SUCCESS;
     float *cent = (float *)(ws + L.cent);
     const int K = p->clusters, D = (int)p->head_dim;
 
     km_args a;
-    a.v = p->v;
-    a.vs0 = p->v_stride[0];
-    a.vs1 = p->v_stride[1];
-    a.vs2 = p->v_stride[2];
-    a.H = (int)p->heads;
-    a.S = (int)p->seq;
+    km_args_from_call(a, p);
     a.D = D;
-    a.K = K;
     a.ntiles = (int)L.ntiles;
-    a.is_bf16 = p->dtype == VCATTN_GPU_DTYPE_BF16;
     a.cent = cent;
     a.labels = (int32_t *)(ws + L.labels);
     a.part_sum = (float *)(ws + L.part_sum);

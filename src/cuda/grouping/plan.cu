@@ -1,4 +1,4 @@
-/* gpu_plan.cu - the device plan: per-layer permutations and centroids kept in
+/* plan.cu - the device plan: per-layer permutations and centroids kept in
  * device memory across denoising steps, refreshed by vcattn_gpu_kmeans. */
 #include <cuda_runtime.h>
 #include <stdint.h>

@@ -1,7 +1,8 @@
-/* kmeans_common.cuh - what the two GPU k-means paths share (internal to the library):
+/* common.cuh - what the two GPU k-means paths share (internal to the library):
  * the BF16 mma.sync and ldmatrix helpers, 16-bit value loads, the seeded initial-centroid
- * token, the workspace layout and the host helpers.  The fused path (k <= 64) is in
- * kmeans.cu with the public calls, the earlier path (k > 64) in kmeans_legacy.cu. */
+ * token, the workspace layout and the host helpers.  The fused path (k <= 64) is
+ * fused_*.cuh, launched by kmeans.cu with the public call; the k > 64 path is large_k.cu;
+ * validation and the workspace layout are workspace.cu. */
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,7 +11,7 @@
 
 #include "vcattn.h"
 
-#define KM_TOKENS 1024      /* tokens per CTA of the earlier path (its tile of partial sums) */
+#define KM_TOKENS 1024      /* tokens per CTA of the k > 64 path (its tile of partial sums) */
 #define KM_MAX_K 128
 
 __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -85,9 +86,25 @@ static inline vcattn_status km_cuda(cudaError_t e) {
     return e == cudaErrorMemoryAllocation ? VCATTN_STATUS_OUT_OF_MEMORY : VCATTN_STATUS_CUDA_ERROR;
 }
 
+/* the fields both paths' kernel arguments take from the call: V, its strides, the shape */
+template <typename A>
+static inline void km_args_from_call(A &a, const vcattn_gpu_kmeans_params *p) {
+    a.v = p->v;
+    a.vs0 = p->v_stride[0];
+    a.vs1 = p->v_stride[1];
+    a.vs2 = p->v_stride[2];
+    a.H = (int)p->heads;
+    a.S = (int)p->seq;
+    a.K = p->clusters;
+    a.is_bf16 = p->dtype == VCATTN_GPU_DTYPE_BF16;
+}
+
 static inline int km_vec16(const vcattn_gpu_kmeans_params *p) {
     return ((uintptr_t)p->v % 16 == 0) && p->v_stride[0] % 8 == 0 && p->v_stride[1] % 8 == 0 && p->v_stride[2] % 8 == 0;
 }
 
-/* K > 64: the earlier path, one launch per step (kmeans_legacy.cu).  L from km_validate. */
-vcattn_status vc_kmeans_legacy(const vcattn_gpu_kmeans_params *p, const km_layout &L, char *ws, cudaStream_t stream);
+/* Checks a call and lays out its workspace in L (workspace.cu). */
+vcattn_status vc_km_validate(const vcattn_gpu_kmeans_params *p, km_layout *L);
+
+/* K > 64: one launch per step (large_k.cu).  L from vc_km_validate. */
+vcattn_status vc_kmeans_large_k(const vcattn_gpu_kmeans_params *p, const km_layout &L, char *ws, cudaStream_t stream);

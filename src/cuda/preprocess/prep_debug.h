@@ -1,0 +1,25 @@
+/* prep_debug.h - the test/benchmark knob of the preprocessing passes (not in the
+ * public API; tests/gpu/gpu_check and gpu_bench call it).  C and CUDA.
+ *
+ * vcattn_gpu_prep_debug(impl, passes) sets PROCESS-WIDE state that every later
+ * vcattn_gpu_attention call in the process reads (not per stream, not thread-safe):
+ *   impl   0 = the vectorized path whenever the views allow it (the default),
+ *          1 = always the scalar path, 2 = as 0 with 3 key blocks per V statistics
+ *          CTA whatever the size (tests that loop);
+ *   passes bit mask of the passes launched (1 K mean, 2 K quantize, 4 Q quantize,
+ *          8 V statistics, 16 V quantize; 31 = all, the default).
+ * vcattn_gpu_prep_debug(0, 31u) restores the defaults. */
+#ifndef VCATTN_PREP_DEBUG_H
+#define VCATTN_PREP_DEBUG_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+void vcattn_gpu_prep_debug(int impl, unsigned passes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,395 @@
+/* gpu_check.c - the GPU path against the CPU: preprocessing codes vs a direct
+ * CPU implementation of the contract (exact), outputs vs
+ * vcattn_simulate_attention (same method), vs the FP64 reference
+ * (err(gpu) <= 2 err(sim) + atol).  Timings: gpu_bench.c.
+ *
+ *   gpu_check check            small shapes, all methods, random + outlier inputs
+ *   gpu_check medium           (1,2,4096,4096,128) vs FP64 reference
+ *   gpu_check small            one small shape (for compute-sanitizer)
+ *   gpu_check prepcheck        preprocessing only: vectorized vs scalar path bit for bit
+ *                              (whole workspace), codes vs the CPU, 8-byte-aligned views
+ */
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/preprocess/prep_debug.h" /* the preprocessing knob (process-wide) */
+#include "gpu_inputs.h"
+#include "numerics.h"
+#include "vcattn.h"
+
+/* GPU output -> float (B,H,Sq,D) contiguous */
+/* FNV-1a of a buffer: the check lines carry a hash of the GPU outputs so that
+ * two builds (a refactoring before and after) can be shown bit-identical. */
+static uint64_t fnv1a(const void *p, size_t n, uint64_t h) {
+    const unsigned char *c = (const unsigned char *)p;
+    for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 0x100000001B3ull;
+    return h;
+}
+
+static void download_out(const shape_t *s, const inputs_t *in, float *o) {
+    int64_t n = s->B * s->H * s->Sq * s->D, st[3];
+    strides_of(s, s->Sq, st);
+    uint16_t *h = (uint16_t *)malloc(2 * (size_t)n);
+    CK(cudaMemcpy(h, in->dout, 2 * (size_t)n, cudaMemcpyDeviceToHost));
+    for (int64_t b = 0; b < s->B; ++b)
+        for (int64_t hh = 0; hh < s->H; ++hh)
+            for (int64_t i = 0; i < s->Sq; ++i)
+                for (int64_t d = 0; d < s->D; ++d) {
+                    uint16_t u = h[b * st[0] + hh * st[1] + i * st[2] + d];
+                    o[((b * s->H + hh) * s->Sq + i) * s->D + d] = s->fp16_out ? vc_fp16_to_f32(u) : vc_bf16_to_f32(u);
+                }
+    free(h);
+}
+
+/* ---- CPU implementation of the preprocessing contract, compared code by code ---- */
+static const int k_perm16[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+
+static long check_codes(const shape_t *s, const inputs_t *in, vcattn_method m, const vcattn_gpu_params *p,
+                        void *dws, long *total) {
+    vcattn_gpu_layout L;
+    VK(vcattn_gpu_workspace_layout(p, &L));
+    uint8_t *ws = (uint8_t *)malloc(L.total);
+    CK(cudaMemcpy(ws, dws, L.total, cudaMemcpyDeviceToHost));
+    const int64_t D = s->D, Sq = s->Sq, Skv = s->Skv, sqp = L.sq_pad, skp = L.skv_pad, nkb = skp / 128;
+    const int vs = m != VCATTN_METHOD_SAGE2_8BIT;
+    long bad = 0, n = 0;
+    float *ksm = (float *)calloc((size_t)(skp * D), sizeof(float));
+    float *x = (float *)calloc((size_t)(skp * D), sizeof(float));
+    double *mu = (double *)calloc((size_t)(nkb * D), sizeof(double));
+    for (int64_t bh = 0; bh < s->B * s->H; ++bh) {
+        const float *k = in->k + bh * Skv * D, *v = in->v + bh * Skv * D, *q = in->q + bh * Sq * D;
+        const int32_t *perm = vs && in->perm ? in->perm + bh * Skv : NULL;
+        float km[128];
+        for (int64_t d = 0; d < D; ++d) {
+            double t = 0.0;
+            for (int64_t j = 0; j < Skv; ++j) t += k[j * D + d];
+            km[d] = (float)(t / (double)Skv);
+        }
+        memset(ksm, 0, sizeof(float) * (size_t)(skp * D));
+        for (int64_t j = 0; j < Skv; ++j)
+            for (int64_t d = 0; d < D; ++d) ksm[j * D + d] = k[(perm ? perm[j] : j) * D + d] - km[d];
+        const int8_t *kc = (const int8_t *)(ws + L.k_codes) + bh * skp * 128;
+        const float *ksc = (const float *)(ws + L.k_scale) + bh * nkb * 4;
+        for (int64_t kb = 0; kb < nkb; ++kb)
+            for (int t = 0; t < 4; ++t) {
+                float amax = 0.0f;
+                for (int j = 0; j < 16; ++j)
+                    for (int e = 0; e < 2; ++e)
+                        for (int64_t d = 0; d < D; ++d) amax = fmaxf(amax, fabsf(ksm[(kb * 128 + 8 * j + 2 * t + e) * D + d]));
+                float sc = vc_int8_sage_scale(amax);
+                n++; bad += ksc[kb * 4 + t] != sc;
+                for (int j = 0; j < 16; ++j)
+                    for (int e = 0; e < 2; ++e) {
+                        int64_t r = kb * 128 + 8 * j + 2 * t + e;
+                        for (int64_t d = 0; d < 128; ++d) {
+                            int8_t want = d < D ? vc_int8_sage_quantize(ksm[r * D + d], sc) : 0;
+                            n++; bad += kc[r * 128 + d] != want;
+                        }
+                    }
+            }
+        const int8_t *qc = (const int8_t *)(ws + L.q_codes) + bh * sqp * 128;
+        const float *qsc = (const float *)(ws + L.q_scale) + bh * (sqp / 64) * 32;
+        for (int64_t blk = 0; blk < sqp / 64; ++blk)
+            for (int w = 0; w < 4; ++w)
+                for (int g = 0; g < 8; ++g) {
+                    int64_t r0 = blk * 64 + 16 * w + g, r1 = r0 + 8;
+                    float amax = 0.0f;
+                    for (int64_t d = 0; d < D; ++d) {
+                        if (r0 < Sq) amax = fmaxf(amax, fabsf(q[r0 * D + d]));
+                        if (r1 < Sq) amax = fmaxf(amax, fabsf(q[r1 * D + d]));
+                    }
+                    float sc = vc_int8_sage_scale(amax);
+                    n++; bad += qsc[blk * 32 + w * 8 + g] != sc;
+                    int64_t rr[2] = {r0, r1};
+                    for (int i = 0; i < 2; ++i)
+                        for (int64_t d = 0; d < 128; ++d) {
+                            int8_t want = (d < D && rr[i] < Sq) ? vc_int8_sage_quantize(q[rr[i] * D + d], sc) : 0;
+                            n++; bad += qc[rr[i] * 128 + d] != want;
+                        }
+                }
+        /* V */
+        memset(x, 0, sizeof(float) * (size_t)(skp * D));
+        for (int64_t j = 0; j < Skv; ++j)
+            for (int64_t d = 0; d < D; ++d) x[j * D + d] = v[(perm ? perm[j] : j) * D + d];
+        for (int64_t kb = 0; kb < nkb; ++kb) {
+            int64_t j0 = kb * 128, j1 = j0 + 128 < Skv ? j0 + 128 : Skv;
+            for (int64_t d = 0; d < D; ++d) {
+                double t = 0.0;
+                if (vs) for (int64_t j = j0; j < j1; ++j) t += x[j * D + d];
+                mu[kb * D + d] = vs ? (double)(float)(t / (double)(j1 - j0)) : 0.0;
+                if (vs) for (int64_t j = j0; j < j1; ++j) x[j * D + d] = (float)(x[j * D + d] - mu[kb * D + d]);
+            }
+        }
+        const uint8_t *vc = ws + L.v_codes + bh * 128 * skp;
+        const float *vsc = (const float *)(ws + L.v_scale) + bh * 128;
+        const float *vm = (const float *)(ws + L.v_mean) + bh * nkb * 128;
+        for (int64_t d = 0; d < D; ++d) {
+            float amax = 0.0f, mamax = 0.0f, sc, inv;
+            for (int64_t j = 0; j < Skv; ++j) amax = fmaxf(amax, fabsf(x[j * D + d]));
+            for (int64_t kb = 0; kb < nkb; ++kb) mamax = fmaxf(mamax, fabsf((float)mu[kb * D + d]));
+            vc_v_channel_scale(amax, mamax, &sc, &inv);
+            n++; bad += vsc[d] != sc;
+            for (int64_t j = 0; j < skp; ++j) {
+                uint8_t want = j < Skv ? vc_e4m3_encode(x[j * D + d] * inv) : 0;
+                if (want == 0x80) want = 0; /* -0: the GPU cvt may give either */
+                int64_t phys = (j / 16) * 16;
+                int pj = 0;
+                for (int i = 0; i < 16; ++i) if (k_perm16[i] == j % 16) pj = i;
+                uint8_t got = vc[d * skp + phys + pj];
+                if (got == 0x80) got = 0;
+                n++; bad += got != want;
+            }
+            if (vs)
+                for (int64_t kb = 0; kb < nkb; ++kb) {
+                    float want = vc_fp16_round((float)mu[kb * D + d] / sc);
+                    n++; bad += vm[kb * 128 + d] != want;
+                }
+        }
+    }
+    free(ksm); free(x); free(mu); free(ws);
+    *total = n;
+    return bad;
+}
+
+static double rel_l2(const float *a, const float *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        double d = (double)a[i] - ref[i];
+        if (a[i] != a[i]) return INFINITY;
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+static void sim_params(const shape_t *s, const inputs_t *in, float *o, float *lse, vcattn_attention_params *p) {
+    vcattn_attention_params_init(p, s->B, s->H, s->Sq, s->Skv, s->D, in->q, in->k, in->v, o);
+    p->lse = lse;
+}
+
+/* one shape, all methods: codes, output vs simulation, LSE; returns failures */
+static int check_shape(const shape_t *s, int vs_reference, double *worst) {
+    inputs_t in;
+    make_inputs(s, &in);
+    int64_t no = s->B * s->H * s->Sq * s->D, nl = s->B * s->H * s->Sq;
+    float *o = (float *)malloc(sizeof(float) * (size_t)no), *os = (float *)malloc(sizeof(float) * (size_t)no);
+    float *l = (float *)malloc(sizeof(float) * (size_t)nl), *ls = (float *)malloc(sizeof(float) * (size_t)nl);
+    float *oref = NULL, *lref = NULL;
+    int fails = 0;
+    if (vs_reference) {
+        oref = (float *)malloc(sizeof(float) * (size_t)no);
+        lref = (float *)malloc(sizeof(float) * (size_t)nl);
+        vcattn_attention_params rp;
+        sim_params(s, &in, oref, lref, &rp);
+        VK(vcattn_reference_attention(&rp));
+    }
+    for (int mi = 0; mi < N_METHODS; ++mi) {
+        vcattn_method m = k_methods[mi];
+        vcattn_gpu_params gp;
+        gpu_params(s, &in, m, &gp);
+        size_t wsb;
+        VK(vcattn_gpu_workspace_size(&gp, &wsb));
+        void *ws;
+        CK(cudaMalloc(&ws, wsb));
+        CK(cudaMemset(ws, 0xCD, wsb)); /* poison */
+        CK(cudaMemset(in.dout, 0xFF, 2 * (size_t)no));
+        VK(vcattn_gpu_attention(&gp, ws, wsb, NULL));
+        CK(cudaDeviceSynchronize());
+        long total = 0, bad = check_codes(s, &in, m, &gp, ws, &total);
+        download_out(s, &in, o);
+        CK(cudaMemcpy(l, in.dlse, sizeof(float) * (size_t)nl, cudaMemcpyDeviceToHost));
+        CK(cudaFree(ws));
+
+        vcattn_method_config cfg;
+        VK(vcattn_method_config_get(m, &cfg));
+        vcattn_attention_params sp;
+        sim_params(s, &in, os, ls, &sp);
+        VK(vcattn_simulate_attention(&sp, &cfg, in.perm, NULL));
+        double e_sim = rel_l2(o, os, no);
+        double lse_err = 0.0;
+        for (int64_t i = 0; i < nl; ++i) {
+            double d = fabs((double)l[i] - ls[i]);
+            if (!(d <= lse_err)) lse_err = d != d ? INFINITY : (d > lse_err ? d : lse_err);
+        }
+        /* GPU vs simulation: 16-bit output rounding, ex2.approx vs exp2, FFMA vs FMUL+FADD
+         * (a few P codes off by one) and summation order.  Kernels >= 2 take the
+         * V-Smooth row sum r from the tensor core (a ones column): the FP8
+         * accumulator's truncation puts ~1e-3 relative error on r, hence on l and
+         * the mean restore; the tolerances below allow it and the FP64 rule
+         * checks it costs no fidelity. */
+        const int tc_r = m != VCATTN_METHOD_SAGE2_8BIT;
+        double tol = (s->fp16_out ? 4e-3 : 8e-3) * (tc_r ? 2 : 1);
+        double lse_tol = tc_r ? 6e-3 : 2e-3;
+        int ok = e_sim <= tol && lse_err <= lse_tol && bad <= total / 100000;
+        char extra[200] = "";
+        if (vs_reference) {
+            double eg = rel_l2(o, oref, no), es = rel_l2(os, oref, no), lg = 0, ls_ = 0;
+            for (int64_t i = 0; i < nl; ++i) {
+                double a1 = fabs((double)l[i] - lref[i]), a2 = fabs((double)ls[i] - lref[i]);
+                if (!(a1 <= lg)) lg = a1 != a1 ? INFINITY : a1;
+                if (a2 > ls_) ls_ = a2;
+            }
+            int ok2 = eg <= 2 * es + 1e-3 && lg <= 2 * ls_ + 1e-3;
+            ok = ok && ok2;
+            snprintf(extra, sizeof extra, " | vs FP64: rel-L2 gpu %.5f sim %.5f, max|dLSE| gpu %.1e sim %.1e %s", eg,
+                     es, lg, ls_, ok2 ? "ok" : "FAIL");
+        }
+        if (e_sim > *worst) *worst = e_sim;
+        const uint64_t hash = fnv1a(l, sizeof(float) * (size_t)nl, fnv1a(o, sizeof(float) * (size_t)no, 0xCBF29CE484222325ull));
+        printf("%-4s (%lld,%lld,%lld,%lld,%lld)%s%s%s %-21s codes %ld/%ld bad, rel-L2(gpu,sim) %.2e, |dLSE| %.1e, out %016llx%s\n",
+               ok ? "ok" : "FAIL", (long long)s->B, (long long)s->H, (long long)s->Sq, (long long)s->Skv,
+               (long long)s->D, s->bshd ? " bshd" : "", s->outliers ? " outl" : "", s->fp16_in ? " f16" : "",
+               vcattn_method_name(m), bad, total, e_sim, lse_err, (unsigned long long)hash, extra);
+        fails += !ok;
+    }
+    free(o); free(os); free(l); free(ls); free(oref); free(lref);
+    free_inputs(&in);
+    return fails;
+}
+
+static int run_check(void) {
+    shape_t shapes[] = {
+        {1, 2, 1, 1, 128, 0, 0, 0, 1, 1},       {1, 2, 127, 127, 128, 0, 0, 0, 1, 1},
+        {1, 2, 129, 129, 128, 0, 1, 0, 1, 1},   {1, 2, 300, 300, 128, 0, 0, 0, 1, 1},
+        {1, 2, 1024, 1024, 128, 0, 1, 0, 1, 1}, {1, 2, 300, 1024, 128, 1, 0, 0, 0, 1},
+        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 1},   {2, 3, 129, 300, 64, 0, 1, 0, 1, 1},
+        {1, 2, 513, 1000, 64, 1, 0, 0, 0, 0},
+    };
+    int fails = 0;
+    double worst = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) fails += check_shape(&shapes[i], 0, &worst);
+    printf("check: %d failed, worst rel-L2(gpu, sim) %.2e\n", fails, worst);
+    return fails;
+}
+
+static int run_medium(void) {
+    shape_t a = {1, 2, 4096, 4096, 128, 0, 0, 0, 0, 1}, b = {1, 2, 4096, 4096, 128, 0, 1, 0, 0, 1};
+    double worst = 0;
+    int fails = check_shape(&a, 1, &worst) + check_shape(&b, 1, &worst);
+    printf("medium: %d failed\n", fails);
+    return fails;
+}
+
+static int run_small(void) {
+    shape_t a = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1};
+    double worst = 0;
+    return check_shape(&a, 0, &worst);
+}
+
+/* ---- preprocessing alone ---------------------------------------------------------------- */
+
+/* the workspace regions the passes write, compared bit for bit (k_partial excluded) */
+static int prep_compare(const vcattn_gpu_layout *L, const uint8_t *a, const uint8_t *b, char *what, size_t n) {
+    struct { const char *name; size_t off; } r[] = {
+        {"q_codes", L->q_codes}, {"q_scale", L->q_scale}, {"q_km", L->q_km}, {"k_codes", L->k_codes},
+        {"k_scale", L->k_scale}, {"k_mean", L->k_mean}, {"k_partial", L->k_partial}, {"v_codes", L->v_codes},
+        {"v_scale", L->v_scale}, {"v_mean", L->v_mean}, {"v_block_mean", L->v_block_mean},
+        {"v_amax", L->v_amax}, {"v_mean_tc", L->v_mean_tc}, {"end", L->total}};
+    int diff = 0;
+    what[0] = 0;
+    for (int i = 0; i + 1 < (int)(sizeof r / sizeof r[0]); ++i) {
+        if (!strcmp(r[i].name, "k_partial")) continue;
+        if (memcmp(a + r[i].off, b + r[i].off, r[i + 1].off - r[i].off)) {
+            size_t len = strlen(what);
+            snprintf(what + len, n - len, " %s", r[i].name);
+            diff++;
+        }
+    }
+    return diff;
+}
+
+static int prep_check_shape(const shape_t *s) {
+    inputs_t in;
+    make_inputs(s, &in);
+    int fails = 0;
+    for (int mi = 0; mi < N_METHODS; ++mi) {
+        vcattn_method m = k_methods[mi];
+        vcattn_gpu_params gp;
+        gpu_params(s, &in, m, &gp);
+        size_t wsb;
+        VK(vcattn_gpu_workspace_size(&gp, &wsb));
+        vcattn_gpu_layout L;
+        VK(vcattn_gpu_workspace_layout(&gp, &L));
+        void *ws;
+        CK(cudaMalloc(&ws, wsb));
+        uint8_t *h[3];
+        for (int impl = 0; impl < 3; ++impl) {
+            vcattn_gpu_prep_debug(impl, 31u);
+            CK(cudaMemset(ws, 0xCD, wsb));
+            VK(vcattn_gpu_preprocess(&gp, ws, wsb, NULL));
+            CK(cudaDeviceSynchronize());
+            h[impl] = (uint8_t *)malloc(wsb);
+            CK(cudaMemcpy(h[impl], ws, wsb, cudaMemcpyDeviceToHost));
+        }
+        char what[300];
+        int nd = prep_compare(&L, h[0], h[1], what, sizeof what);
+        if (!nd) nd = prep_compare(&L, h[2], h[1], what, sizeof what); /* 3 key blocks per V-stats CTA */
+        /* the vectorized result vs the CPU contract */
+        vcattn_gpu_prep_debug(0, 31u);
+        CK(cudaMemset(ws, 0xCD, wsb));
+        VK(vcattn_gpu_preprocess(&gp, ws, wsb, NULL));
+        CK(cudaDeviceSynchronize());
+        long total = 0, bad = check_codes(s, &in, m, &gp, ws, &total);
+        /* views misaligned by 8 bytes: must take the scalar path and still be right */
+        void *mis[3];
+        const int64_t nq = s->B * s->H * s->Sq * s->D, nk = s->B * s->H * s->Skv * s->D;
+        const int64_t cnt[3] = {nq, nk, nk};
+        void *src[3] = {in.dq, in.dk, in.dv};
+        for (int t = 0; t < 3; ++t) {
+            CK(cudaMalloc(&mis[t], 2 * (size_t)cnt[t] + 16));
+            CK(cudaMemcpy((uint16_t *)mis[t] + 4, src[t], 2 * (size_t)cnt[t], cudaMemcpyDeviceToDevice));
+        }
+        gp.q = (uint16_t *)mis[0] + 4;
+        gp.k = (uint16_t *)mis[1] + 4;
+        gp.v = (uint16_t *)mis[2] + 4;
+        CK(cudaMemset(ws, 0xCD, wsb));
+        VK(vcattn_gpu_preprocess(&gp, ws, wsb, NULL));
+        CK(cudaDeviceSynchronize());
+        long total2 = 0, bad2 = check_codes(s, &in, m, &gp, ws, &total2);
+        for (int t = 0; t < 3; ++t) CK(cudaFree(mis[t]));
+        int ok = nd == 0 && bad == 0 && bad2 == 0;
+        printf("%-4s (%lld,%lld,%lld,%lld,%lld)%s%s%s%s %-21s vec==scalar %s%s | codes vec %ld/%ld bad, 8B-aligned %ld/%ld bad\n",
+               ok ? "ok" : "FAIL", (long long)s->B, (long long)s->H, (long long)s->Sq, (long long)s->Skv,
+               (long long)s->D, s->bshd ? " bshd" : "", s->outliers ? " outl" : "", s->fp16_in ? " f16" : "",
+               s->use_perm ? " perm" : "", vcattn_method_name(m), nd ? "DIFF:" : "yes", what, bad, total, bad2, total2);
+        fails += !ok;
+        free(h[0]); free(h[1]); free(h[2]);
+        CK(cudaFree(ws));
+    }
+    free_inputs(&in);
+    return fails;
+}
+
+static int run_prepcheck(void) {
+    shape_t shapes[] = {
+        {1, 2, 1, 1, 128, 0, 0, 0, 1, 1},       {1, 2, 127, 127, 128, 0, 0, 0, 1, 1},
+        {1, 2, 129, 129, 128, 0, 1, 0, 1, 1},   {1, 2, 300, 300, 128, 0, 0, 1, 1, 1},
+        {1, 2, 1024, 3000, 128, 0, 1, 0, 1, 1}, {1, 2, 300, 1024, 128, 1, 0, 0, 0, 1},
+        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 0},   {2, 3, 129, 300, 64, 0, 1, 0, 1, 1},
+        {1, 2, 513, 1000, 64, 1, 0, 1, 0, 0},   {1, 2, 200, 2500, 64, 0, 1, 0, 1, 1},
+        {1, 1, 4100, 9000, 128, 1, 1, 0, 0, 1},
+    };
+    int fails = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) fails += prep_check_shape(&shapes[i]);
+    vcattn_gpu_prep_debug(0, 31u);
+    printf("prepcheck: %d failed\n", fails);
+    return fails;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        printf("usage: %s check | medium | small | prepcheck\n", argv[0]);
+        return 2;
+    }
+    if (!have_sm90()) return 77;
+    if (!strcmp(argv[1], "check")) return run_check() ? 1 : 0;
+    if (!strcmp(argv[1], "medium")) return run_medium() ? 1 : 0;
+    if (!strcmp(argv[1], "small")) return run_small() ? 1 : 0;
+    if (!strcmp(argv[1], "prepcheck")) return run_prepcheck() ? 1 : 0;
+    printf("bad arguments\n");
+    return 2;
+}
