@@ -17,7 +17,7 @@ LAYERS = [
     ["_cpu", "_gpu", "_fallback"],  # the paths
     ["_ops"],                       # torch custom ops over the paths
     ["core"],                       # the public call
-    ["integration", "parallel"],    # integrations
+    ["integration", "parallel", "eval", "capturing"],  # integrations, the evaluation, the capture
     ["__init__"],
     ["info"],                       # python -m vcattn.info (reads the public package)
 ]

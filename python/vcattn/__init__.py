@@ -8,6 +8,7 @@ hard dependency; torch tensors are accepted when torch is installed.
     out, lse = vcattn.attention(q, k, v, return_lse=True)
     ref = vcattn.reference_attention(q, k, v)                      # exact, FP64
     vcattn.fidelity(ref, out)                                      # rel_l2, cosine, psnr_db
+    print(vcattn.evaluate(q, k, v).table())                        # every method, per head (vcattn.eval)
 
 See docs/python.md.  The library is loaded from the package directory;
 $VCATTN_LIBRARY (a path to libvcattn.so) overrides it.
@@ -23,6 +24,7 @@ from .integration import VcattnAttnProcessor, attention_with_lse, flash_attn_for
 from .plan import Plan, Schedule, block_energy_share, cube_permutation, kmeans_plan
 from . import parallel
 from .parallel import RingAttention, UlyssesAttention
+from .capturing import capture
 
 __version__ = "0.1.0"
 
@@ -32,6 +34,16 @@ if "torch" in sys.modules:
     # torch.ops.vcattn.* exist from here on; without torch they are registered by the first
     # call with torch tensors (import vcattn never imports torch itself)
     from . import _ops  # noqa: F401 (registration is the point)
+
+
+def __getattr__(name):
+    # vcattn.evaluate / vcattn.EvalReport load vcattn.eval on first use, so that
+    # `python -m vcattn.eval` runs the module fresh (runpy warns about a module imported before)
+    if name in ("evaluate", "EvalReport"):
+        from . import eval as _eval_module
+
+        return getattr(_eval_module, name)
+    raise AttributeError(f"module 'vcattn' has no attribute {name!r}")
 
 
 def library_version() -> str:
@@ -50,4 +62,4 @@ __all__ = ["VcattnError", "attention", "reference_attention", "fidelity", "merge
            "methods", "method_config", "DEFAULT_METHOD", "Plan", "PlanCache", "Schedule", "kmeans_plan",
            "cube_permutation", "block_energy_share", "library_info", "library_version", "patch_sdpa",
            "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors",
-           "parallel", "UlyssesAttention", "RingAttention"]
+           "parallel", "UlyssesAttention", "RingAttention", "evaluate", "EvalReport", "capture"]

@@ -15,7 +15,8 @@ from ._lib import check, lib
 from ._methods import config
 from .plan import DEFAULT_KMEANS, Plan, cpu_kmeans
 
-__all__ = ["Problem", "simulate", "reference", "threads", "fixed_perm"]
+__all__ = ["Problem", "simulate", "reference", "threads", "fixed_perm", "strided_rows", "reference_rows",
+           "simulate_rows", "plan_heads"]
 
 
 def threads(num_threads):
@@ -98,3 +99,87 @@ def reference(q, k, v, layout, sm_scale, return_lse, num_threads):
     prob = Problem(q, k, v, layout, sm_scale, return_lse, num_threads)
     check(lib.vcattn_reference_attention(ctypes.byref(prob.params)), "vcattn_reference_attention")
     return prob.out, prob.lse
+
+
+# ---- sampled query rows (vcattn_*_rows: each listed row exact over all keys) ----------------
+
+def _i64p(a: np.ndarray):
+    return a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+
+
+def strided_rows(seq_q: int, n_rows: int) -> np.ndarray:
+    """rows[i] = floor(i * seq_q / n_rows), int64 (vcattn_strided_rows)."""
+    rows = np.empty(int(n_rows), np.int64)
+    check(lib.vcattn_strided_rows(int(seq_q), int(n_rows), _i64p(rows)), "vcattn_strided_rows")
+    return rows
+
+
+def _rows_params(q, k, v, n_rows, sm_scale, num_threads):
+    """float32 operands of (B, H, S, D) views and a compact (B, H, n_rows, D) output."""
+    qo, ko, vo = (_tensors.as_operand(x, "HND") for x in (q, k, v))
+    b, h, sq, d = qo.shape
+    skv = ko.shape[2]
+    out = np.empty((b, h, n_rows, d), np.float32)
+    p = _lib.AttentionParams()
+    lib.vcattn_attention_params_init(ctypes.byref(p), b, h, sq, skv, d, qo.ptr, ko.ptr, vo.ptr, out.ctypes.data)
+    p.q_stride[:] = qo.strides
+    p.k_stride[:] = ko.strides
+    p.v_stride[:] = vo.strides
+    p.o_stride[:] = (h * n_rows * d, n_rows * d, d)
+    p.softmax_scale = sm_scale
+    p.num_threads = num_threads
+    return p, out, (qo, ko, vo)
+
+
+def reference_rows(q, k, v, rows: np.ndarray, sm_scale: float, num_threads: int) -> np.ndarray:
+    """(B, H, len(rows), D) float32: the FP64 reference of the listed query rows."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    p, out, keep = _rows_params(q, k, v, len(rows), sm_scale, num_threads)
+    check(lib.vcattn_reference_attention_rows(ctypes.byref(p), _i64p(rows), len(rows)),
+          "vcattn_reference_attention_rows")
+    del keep
+    return out
+
+
+def simulate_rows(q, k, v, rows: np.ndarray, sm_scale: float, num_threads: int, method: str, perm=None,
+                  tv_row_stride: int = 16):
+    """(out, pq_v, row_tv) of the method's simulation on the listed query rows: out and pq_v
+    (B, H, n, D) float32, row_tv (B, H, ceil(n / tv_row_stride)) float64.  perm: (B, H, Skv)
+    int32 for a V-Smooth method (None: sequence order)."""
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    n = len(rows)
+    p, out, keep = _rows_params(q, k, v, n, sm_scale, num_threads)
+    cfg = config(method)
+    if perm is not None:
+        perm = np.ascontiguousarray(perm, dtype=np.int32)
+    pqv = np.empty_like(out)
+    tv = np.empty((out.shape[0], out.shape[1], -(-n // tv_row_stride)), np.float64)
+    extra = _lib.SimOutputs(pqv.ctypes.data, tv.ctypes.data, tv_row_stride, None)
+    st = lib.vcattn_simulate_attention_rows(ctypes.byref(p), ctypes.byref(cfg),
+                                            None if perm is None else perm.ctypes.data, _i64p(rows), n,
+                                            ctypes.byref(extra))
+    check(st, "vcattn_simulate_attention_rows", f"method {method}")
+    del keep
+    return out, pqv, tv
+
+
+def plan_heads(v, first_head: int, num_threads: int, clusters=None, iterations=None, seed=None) -> np.ndarray:
+    """(B, H, Skv) int32 k-means permutation of a (B, H, Skv, D) view starting at head
+    first_head of a larger tensor: each head's plan of a whole-tensor call
+    (vcattn_vsmooth_plan_heads; defaults: vcattn_kmeans_params_init)."""
+    vo = _tensors.as_operand(v, "HND")
+    b, h, s, d = vo.shape
+    params = _lib.KmeansParams()
+    lib.vcattn_kmeans_params_init(ctypes.byref(params))
+    if clusters is not None:
+        params.clusters = int(clusters)
+    if iterations is not None:
+        params.iterations = int(iterations)
+    if seed is not None:
+        params.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+    params.num_threads = int(num_threads)
+    perm = np.empty((b, h, s), np.int32)
+    strides = (ctypes.c_int64 * 3)(*vo.strides)
+    check(lib.vcattn_vsmooth_plan_heads(vo.ptr, b, h, int(first_head), s, d, strides, ctypes.byref(params),
+                                        perm.ctypes.data, None, None), "vcattn_vsmooth_plan_heads")
+    return perm

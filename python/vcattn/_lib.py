@@ -223,6 +223,7 @@ def _declare(h):
                                                  P(SimOutputs)]),
         "vcattn_kmeans_params_init": (None, [P(KmeansParams)]),
         "vcattn_vsmooth_plan": (st, [vp, i64, i64, i64, i64, P(i64), P(KmeansParams), vp, vp, vp]),
+        "vcattn_vsmooth_plan_heads": (st, [vp, i64, i64, i64, i64, i64, P(i64), P(KmeansParams), vp, vp, vp]),
         "vcattn_cube_permutation": (st, [i64, i64, i64, i64, i64, i64, vp]),
         "vcattn_block_energy_share": (st, [vp, i64, i64, i64, i64, P(i64), vp, i64, P(ctypes.c_double)]),
         "vcattn_fidelity_compare": (st, [vp, vp, i64, P(Fidelity)]),
