@@ -109,7 +109,7 @@ class capture:
             for name, mod in self.model.named_modules():
                 if name and hasattr(mod, "processor"):
                     self._hooks.append(mod.register_forward_pre_hook(lambda m, a, n=name: self._stack.append(n)))
-                    self._hooks.append(mod.register_forward_hook(lambda m, a, o: self._stack.pop()))
+                    self._hooks.append(mod.register_forward_hook(self._leave))
         self._original = F.scaled_dot_product_attention
         F.scaled_dot_product_attention = self._sdpa
         return self
@@ -124,6 +124,11 @@ class capture:
         self._hooks = []
         self._stack = []
         return False
+
+    def _leave(self, module, args, output):
+        if self._stack:
+            self._stack.pop()
+        # None: the module's output is left as it is
 
     def _model_pre(self, module, args):
         if self.step is None:

@@ -437,12 +437,17 @@ def evaluate(q, k, v, methods=None, device=None, heads=None, query_rows=None, *,
             t = t.detach()
             if device == "cuda" and t.dtype not in (torch.bfloat16, torch.float16):
                 t = t.to(torch.bfloat16)
+            if device == "cpu":
+                t = t.to(torch.float32)  # the simulation's own input type: float32 outputs, as the rows path
             return t.to(dev)[:, hsel].contiguous()
 
         tq, tk, tv_ = to_dev(q), to_dev(k), to_dev(v)
         if device == "cuda" and not (_tensors.is_torch(v) and v.dtype in (torch.bfloat16, torch.float16)):
             notes.append("inputs rounded to bfloat16 for the kernel; the reference and the simulations use the "
                          "same bfloat16 values")
+        if device == "cuda":
+            notes.append(f"kernel outputs are {str(tv_.dtype).replace('torch.', '')} (what the model gets): their "
+                         "rounding is part of the kernel methods' error; simulated outputs are float32")
     say(f"vcattn.eval: B={b} H={h} Sq={sq} Skv={skv} D={d}, {len(hsel)} heads, device {device}; "
         f"kernel, all rows: {', '.join(full) or '-'}; simulation, {nr} sampled rows: {', '.join(sampled) or '-'}")
     for n in notes:
