@@ -269,8 +269,8 @@ class EvalReport:
         return "\n".join(lines) + "\n"
 
     def plot(self, path) -> None:
-        """PNG: per head, each method's PSNR; beside it the value / probability split where
-        known; the recommendation in the title.  Needs matplotlib (ImportError says so)."""
+        """PNG: per head, each method's PSNR; below it the value / probability split (the value
+        path's share of the squared error) where known; the recommendation in the title.  Needs matplotlib (ImportError says so)."""
         try:
             import matplotlib
 
@@ -281,39 +281,38 @@ class EvalReport:
                               "the table and the JSON do not") from e
         heads = self.info["heads"]
         split = [r for r in self.results if r["value_rel_l2"] is not None]
-        fig, axes = plt.subplots(1, 2 if split else 1, figsize=(13 if split else 8, 4.8), squeeze=False)
-        ax = axes[0][0]
+        width = min(40.0, 10.0 + 0.12 * len(heads) * max(1, len(self.results)))
+        fig, axes = plt.subplots(2 if split else 1, 1, figsize=(width, 8.5 if split else 4.8), squeeze=False)
+        colors = {r["method"]: f"C{i % 10}" for i, r in enumerate(self.results)}
         x = np.arange(len(heads))
-        w = 0.8 / max(1, len(self.results))
-        for i, r in enumerate(self.results):
-            ps = [np.nan if h["psnr_db"] is None else h["psnr_db"] for h in r["heads"]]
-            label = f"{r['method']} ({'kernel' if r['evaluation'].startswith('kernel') else 'sim'})"
-            if r["method"] == self.recommended:
-                label += " *"
-            ax.bar(x + (i - (len(self.results) - 1) / 2) * w, ps, w, label=label)
-        ax.set_xticks(x, [str(h) for h in heads])
-        ax.set_xlabel("head")
-        ax.set_ylabel("PSNR dB (vs FP64 reference)")
-        ax.legend(fontsize=7)
-        finite = [h["psnr_db"] for r in self.results for h in r["heads"] if h["psnr_db"] is not None]
+
+        def bars(ax, rs, key, scale=1.0):
+            w = 0.8 / max(1, len(rs))
+            for i, r in enumerate(rs):
+                ys = [np.nan if hd[key] is None else scale * hd[key] for hd in r["heads"]]
+                how = "kernel, all rows" if r["evaluation"].startswith(("kernel", "vcattn")) else "simulation"
+                label = f"{r['method']} ({how})" + ("  <- recommended" if r["method"] == self.recommended else "")
+                ax.bar(x + (i - (len(rs) - 1) / 2) * w, ys, w, label=label, color=colors[r["method"]],
+                       edgecolor="black" if r["method"] == self.recommended else None)
+            ax.set_xticks(x, [str(hd) for hd in heads], fontsize=7 if len(heads) > 20 else 9)
+            ax.set_xlabel("head")
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))
+
+        ax = axes[0][0]
+        bars(ax, self.results, "psnr_db")
+        ax.set_ylabel("PSNR dB vs the FP64 reference")
+        finite = [hd["psnr_db"] for r in self.results for hd in r["heads"] if hd["psnr_db"] is not None]
         if finite:
             ax.set_ylim(min(finite) - 3, max(finite) + 2)
         if split:
-            ax2 = axes[0][1]
-            w2 = 0.8 / len(split)
-            for i, r in enumerate(split):
-                off = (i - (len(split) - 1) / 2) * w2
-                val = [h["value_rel_l2"] for h in r["heads"]]
-                prob = [h["probability_rel_l2"] for h in r["heads"]]
-                ax2.bar(x + off, prob, w2, label=f"{r['method']} probability")
-                ax2.bar(x + off, val, w2, bottom=prob, alpha=0.55, hatch="//", label=f"{r['method']} value")
-            ax2.set_xticks(x, [str(h) for h in heads])
-            ax2.set_xlabel("head")
-            ax2.set_ylabel("rel-L2 of each error path (stacked)")
-            ax2.set_title("error budget (simulated methods): value vs probability path", fontsize=9)
-            ax2.legend(fontsize=6)
+            ax2 = axes[1][0]
+            bars(ax2, split, "value_error_share", 100.0)
+            ax2.set_ylim(0, 100)
+            ax2.set_ylabel("value path, % of squared error")
+            ax2.set_title("error budget (simulated methods): value path's share; the rest is the "
+                          "probability path", fontsize=9)
         fig.suptitle("recommended: " + self.recommendation, fontsize=8, wrap=True)
-        fig.tight_layout(rect=(0, 0, 1, 0.9))
+        fig.tight_layout(rect=(0, 0, 1, 0.93))
         fig.savefig(path, dpi=110)
         plt.close(fig)
 
