@@ -433,12 +433,12 @@ def evaluate(q, k, v, methods=None, device=None, heads=None, query_rows=None, *,
             t = x if _tensors.is_torch(x) else (_bf16_bits(x) if x.dtype == np.uint16 else torch.from_numpy(x))
             if not _tensors.is_torch(t):
                 t = torch.from_numpy(t)
-            t = t.detach()
+            t = t.detach()[:, hsel]  # the chosen heads only (a copy), before any cast or transfer
             if device == "cuda" and t.dtype not in (torch.bfloat16, torch.float16):
                 t = t.to(torch.bfloat16)
             if device == "cpu":
                 t = t.to(torch.float32)  # the simulation's own input type: float32 outputs, as the rows path
-            return t.to(dev)[:, hsel].contiguous()
+            return t.to(dev).contiguous()
 
         tq, tk, tv_ = to_dev(q), to_dev(k), to_dev(v)
         if device == "cuda" and not (_tensors.is_torch(v) and v.dtype in (torch.bfloat16, torch.float16)):
