@@ -262,3 +262,16 @@ def test_cuda_kernel_methods_on_all_rows():
     # the kernel agrees with the simulation of the same method on the sampled rows (within bf16 output rounding)
     sim = vcattn.evaluate(q, k, v, methods=["sage2-8bit"], device="cpu", query_rows=64, progress=False)
     assert abs(sim["sage2-8bit"]["psnr_db"] - rep["sage2-8bit"]["psnr_db"]) < 3.0
+
+
+def test_python_dash_m_runs_clean(small, tmp_path):
+    q, k, v = small
+    for n, x in zip("qkv", (q, k, v)):
+        np.save(tmp_path / f"{n}.npy", x.astype(np.float16))
+    env = dict(os.environ, PYTHONPATH=str(Path(vcattn.__file__).resolve().parents[1]),
+               VCATTN_LIBRARY=vcattn.library_info()["path"])
+    r = subprocess.run([sys.executable, "-m", "vcattn.eval", *(str(tmp_path / f"{n}.npy") for n in "qkv"),
+                        "--device", "cpu", "--methods", "sage2-8bit", "--query-rows", "8", "--heads", "0"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "Warning" not in r.stderr and "head 0 (1/1)" in r.stderr and "recommended: sage2-8bit" in r.stdout

@@ -600,7 +600,7 @@ def main(argv=None) -> int:
         q, k, v = (load_npy(p) for p in (a.q, a.k, a.v))
         rep = evaluate(q, k, v, methods=a.methods, device=a.device, heads=a.heads, query_rows=qr, grid=grid,
                        sm_scale=a.scale, tolerance_db=a.tolerance_db, num_threads=a.threads, progress=not a.quiet)
-    except (ValueError, OSError) as e:
+    except (ValueError, TypeError, OSError, RuntimeError) as e:  # RuntimeError: VcattnError (a library status)
         print(f"vcattn.eval: {e}", file=sys.stderr)
         return 1
     sys.stdout.write(rep.table())
