@@ -12,7 +12,8 @@ A call's **layer** is the name of the innermost module of ``model`` that has an 
 ``processor`` (diffusers attention modules: ``blocks.0.attn1``) or, without a model or
 outside such a module, ``call{n}`` - the n-th SDPA call of the step.  The **step** is
 ``set_step(i)``'s value, or, with a model and no set_step, the number of forward calls of
-the model so far (one per denoising step for a transformer).  ``layers`` / ``steps``: which to
+the model before this one (two per denoising step where classifier-free guidance runs as
+two calls).  ``layers`` / ``steps``: which to
 save (names, fnmatch patterns or call numbers; None = all).  GQA calls (fewer K/V heads) are
 saved with K/V heads repeated, as vcattn needs them.
 """
