@@ -259,6 +259,11 @@ def test_cuda_kernel_methods_on_all_rows():
         assert rep[m]["psnr_db"] > 35 and rep[m]["value_rel_l2"] is None
     assert rep["sage3-4bit"]["evaluation"] == "simulation, 64 sampled rows"
     assert rep["sage3-4bit"]["value_rel_l2"] > 0
+    # the GPU FP64 reference (chunked) is the C reference
+    ref_gpu = veval._torch_reference(q[:, 1], k[:, 1], v[:, 1], 128 ** -0.5, chunk_rows=300)
+    ref_c = vcattn.reference_attention(q[:, 1:2].float().cpu().numpy(), k[:, 1:2].float().cpu().numpy(),
+                                       v[:, 1:2].float().cpu().numpy())[:, 0]
+    assert np.abs(ref_gpu.cpu().numpy() - ref_c).max() < 1e-6
     # the kernel agrees with the simulation of the same method on the sampled rows (within bf16 output rounding)
     sim = vcattn.evaluate(q, k, v, methods=["sage2-8bit"], device="cpu", query_rows=64, progress=False)
     assert abs(sim["sage2-8bit"]["psnr_db"] - rep["sage2-8bit"]["psnr_db"]) < 3.0
