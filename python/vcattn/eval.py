@@ -281,7 +281,7 @@ class EvalReport:
                               "the table and the JSON do not") from e
         heads = self.info["heads"]
         split = [r for r in self.results if r["value_rel_l2"] is not None]
-        width = min(40.0, 10.0 + 0.12 * len(heads) * max(1, len(self.results)))
+        width = min(18.0, 10.0 + 0.04 * len(heads) * max(1, len(self.results)))
         fig, axes = plt.subplots(2 if split else 1, 1, figsize=(width, 8.5 if split else 4.8), squeeze=False)
         colors = {r["method"]: f"C{i % 10}" for i, r in enumerate(self.results)}
         x = np.arange(len(heads))
@@ -292,8 +292,12 @@ class EvalReport:
                 ys = [np.nan if hd[key] is None else scale * hd[key] for hd in r["heads"]]
                 how = "kernel, all rows" if r["evaluation"].startswith(("kernel", "vcattn")) else "simulation"
                 label = f"{r['method']} ({how})" + ("  <- recommended" if r["method"] == self.recommended else "")
-                ax.bar(x + (i - (len(rs) - 1) / 2) * w, ys, w, label=label, color=colors[r["method"]],
-                       edgecolor="black" if r["method"] == self.recommended else None)
+                if len(heads) > 12:  # many heads: one line per method reads better than bars
+                    ax.plot(x, ys, marker="o", ms=3, lw=2.2 if r["method"] == self.recommended else 1.0,
+                            label=label, color=colors[r["method"]])
+                else:
+                    ax.bar(x + (i - (len(rs) - 1) / 2) * w, ys, w, label=label, color=colors[r["method"]],
+                           edgecolor="black" if r["method"] == self.recommended else None)
             ax.set_xticks(x, [str(hd) for hd in heads], fontsize=7 if len(heads) > 20 else 9)
             ax.set_xlabel("head")
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0))
