@@ -243,3 +243,30 @@ TEST(subnormal_v_keeps_the_answer) {
         CHECK_MSG(r < 0.06, "%s: rel_l2 %.4g", vcattn_method_name((vcattn_method)m), r);
     }
 }
+
+/* The GPU path's validation (a CUDA build; it reads no device memory):
+ * softmax_scale beyond the kernel's FP32 sm and c0 = sm * log2(e), and for
+ * the ExpCast methods beyond ~6.8e10 (every code bracket wrong), is refused
+ * with SCORE_OVERFLOW.  A build without CUDA answers NOT_BUILT. */
+TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
+    static float dummy[4 * 128];
+    vcattn_gpu_params p;
+    vcattn_gpu_params_init(&p, 1, 1, 1, 1, 128, dummy, dummy, dummy, dummy);
+    vcattn_status ok = vcattn_gpu_params_validate(&p);
+    if (ok == VCATTN_STATUS_NOT_BUILT) return;
+    CHECK_STATUS(ok, VCATTN_STATUS_SUCCESS);
+    const vcattn_method ms[4] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
+                                 VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT};
+    for (int i = 0; i < 4; ++i) {
+        const int expcast = i >= 2;
+        p.method = ms[i];
+        p.softmax_scale = 1e3;
+        CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SUCCESS);
+        p.softmax_scale = 1e30;
+        CHECK_STATUS(vcattn_gpu_params_validate(&p), expcast ? VCATTN_STATUS_SCORE_OVERFLOW : VCATTN_STATUS_SUCCESS);
+        p.softmax_scale = 1e38 * 3.0; /* finite double, beyond FP32 once times log2(e) */
+        CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SCORE_OVERFLOW);
+        p.softmax_scale = 1e300;
+        CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SCORE_OVERFLOW);
+    }
+}

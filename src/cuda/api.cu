@@ -1,6 +1,7 @@
 /* api.cu - the C entry points of the GPU path (include/vcattn.h):
  * validation, the workspace layout, and the launch sequence. */
 #include <cuda_runtime.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -55,7 +56,7 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
          * makes a > 2^-7 for every input and the codes wrong; refuse it. */
         const double sm = p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
         const double c0 = sm * VC_GPU_LOG2E;
-        if (sm > 3.0e38 || c0 > 3.0e38) return VCATTN_STATUS_SCORE_OVERFLOW;
+        if (sm > FLT_MAX || c0 > FLT_MAX) return VCATTN_STATUS_SCORE_OVERFLOW;
         const int expcast = p->method == VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT ||
                             p->method == VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT;
         if (expcast && c0 > 0.0078125 / (8.0 * 1e-7 * 1e-7)) return VCATTN_STATUS_SCORE_OVERFLOW;
