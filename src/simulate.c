@@ -39,6 +39,8 @@ typedef struct {
     float *vexact;     /* [nblk*128][D] the exact permuted V (error budget) */
     double *mu;        /* [nblk][D] block means in channel-scale units (0 without V-Smooth) */
     double chan_scale[128];
+    int k_exp;         /* NVFP4 K: the tensor scale's exponent (kscale = 2^k_exp), else 0 */
+    int v_shift;       /* V held times 2^-v_shift (0 unless max|V| > 2^60: FP32 sums of P V stay finite) */
     double kmean[128]; /* K channel mean (0 without K smoothing) */
     const int32_t *perm; /* permuted position -> original token, NULL = identity */
 } head_data;
@@ -64,6 +66,7 @@ typedef struct {
     int64_t *task_first;
     int64_t task_sources; /* most source tiles a task spans (1 for a full run) */
     float q_nvfp4_scale; /* NVFP4 tensor scale of this head's (smoothed) Q */
+    int q_exp;           /* its exponent (NVFP4 Q codes are held times 2^-q_exp), else 0 */
     /* set by a task whose FP32 scores or outputs are not finite (finite
      * inputs, scores beyond FP32): the run answers SCORE_OVERFLOW */
     atomic_int overflow;
@@ -132,12 +135,16 @@ static void quantize_qk_rows(const vcattn_method_config *cfg, const float *rows,
         case VCATTN_QK_FORMAT_NVFP4: {
             /* SageAttention3: 16 along D, E4M3 block scales under the FP32
              * tensor scale (numerics.h: scale-invariant) */
+            /* held divided by the tensor scale's power of two (exact), which
+             * goes into the row scale: the FP32 score sums stay finite for
+             * any finite Q, K whose scores fit FP32 */
             float deq[VC_NVFP4_BLOCK];
+            const int e = ilogbf(nvfp4_tensor_scale);
             for (int64_t d0 = 0; d0 < D; d0 += VC_NVFP4_BLOCK) {
                 (void)vc_nvfp4_quantize_block(x + d0, VC_NVFP4_BLOCK, 1, nvfp4_tensor_scale, NULL, deq);
-                for (int d = 0; d < VC_NVFP4_BLOCK; ++d) out[d0 + d] = deq[d];
+                for (int d = 0; d < VC_NVFP4_BLOCK; ++d) out[d0 + d] = ldexpf(deq[d], -e);
             }
-            row_scale[i] = 1.0f;
+            row_scale[i] = ldexpf(1.0f, e);
             break;
         }
         case VCATTN_QK_FORMAT_FP32:
@@ -206,6 +213,7 @@ static void prepare_k(sim_ctx *c) {
         float amax = 0.0f;
         for (int64_t i = 0; i < Skv * D; ++i) amax = fmaxf(amax, fabsf(hd->ksm[i]));
         ts = vc_nvfp4_tensor_scale(amax);
+        hd->k_exp = ilogbf(ts);
     }
     int64_t group_of[VC_BLOCK_K];
     for (int64_t j = 0; j < VC_BLOCK_K; ++j) group_of[j] = k_group_of_key(cfg->qk_granularity, j);
@@ -230,6 +238,18 @@ static void prepare_v(sim_ctx *c) {
     for (int64_t j = 0; j < Skv; ++j) {
         const float *v = vc_row(p->v, p->v_stride, c->b, c->h, orig_token(hd, j));
         for (int64_t d = 0; d < D; ++d) hd->vexact[j * D + d] = v[d];
+    }
+    /* V near FLT_MAX: the dequantizing formats (per-block E4M3, NVFP4) and the
+     * P V sums in FP32 would overflow; hold V times a power of two (exact)
+     * and give it back in the channel scale.  Ordinary V: no shift at all.
+     * The per-channel E4M3 format holds V in channel-scale units already (and
+     * its FP16 means would round differently under a shift): never shifted. */
+    if (cfg->v_format != VCATTN_V_FORMAT_E4M3_PER_CHANNEL) {
+        float vamax = 0.0f;
+        for (int64_t i = 0; i < Skv * D; ++i) vamax = fmaxf(vamax, fabsf(hd->vexact[i]));
+        hd->v_shift = vamax > 0x1p60f ? ilogbf(vamax) : 0;
+        if (hd->v_shift)
+            for (int64_t i = 0; i < Skv * D; ++i) hd->vexact[i] = ldexpf(hd->vexact[i], -hd->v_shift);
     }
     /* V-Smooth demean: each 128-token block subtracts its own mean (over its
      * valid tokens); vq holds the residual until it is quantized */
@@ -324,6 +344,8 @@ static void prepare_v(sim_ctx *c) {
         break;
     }
     for (int64_t i = 0; i < hd->nblk * VC_BLOCK_K * D; ++i) hd->vqf[i] = (float)x[i];
+    if (hd->v_shift)
+        for (int64_t d = 0; d < D; ++d) hd->chan_scale[d] = ldexp(hd->chan_scale[d], hd->v_shift);
 }
 
 /* ---- one 128-query tile ---------------------------------------------------------------- */
@@ -479,6 +501,8 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
         q_tile_load(c, q0, qraw, qm);
         for (int64_t j = 0; j < keys; ++j) delta[j] = 0.0f;
         if (cfg->smooth_q) {
+            /* in the units of the scores: NVFP4 codes are held times 2^-(q_exp + k_exp) */
+            const int dexp = -(c->q_exp + hd->k_exp);
             /* 8 keys at a time: independent sums (each still over d in order, so
              * the same bits) instead of one long dependency chain; this is per
              * tile, so with sampled rows it is paid for every tile touched */
@@ -488,12 +512,12 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
                 const float *k0 = hd->ksm + j * D;
                 for (int64_t d = 0; d < D; ++d)
                     for (int u = 0; u < 8; ++u) s8[u] += (double)qm[d] * k0[u * D + d];
-                for (int u = 0; u < 8; ++u) delta[j + u] = (float)R(c, s8[u]);
+                for (int u = 0; u < 8; ++u) delta[j + u] = (float)R(c, ldexp(s8[u], dexp));
             }
             for (; j < Skv; ++j) {
                 double s = 0.0;
                 for (int64_t d = 0; d < D; ++d) s += (double)qm[d] * hd->ksm[j * D + d];
-                delta[j] = (float)R(c, s);
+                delta[j] = (float)R(c, ldexp(s, dexp));
             }
         }
         int64_t group_of[VC_TILE_Q];
@@ -738,7 +762,8 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
         }
         if (c->extra && c->extra->o_pq_v) {
             float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Nout + orw) * D;
-            for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t.oe[i * D + d] * inv_l);
+            const double vs = ldexp(1.0, hd->v_shift);
+            for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t.oe[i * D + d] * inv_l * vs);
         }
         if (p->lse) {
             /* K smoothing shifted every score of the row by -q.mean(k): add it back */
@@ -873,6 +898,7 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
                 }
             }
             c.q_nvfp4_scale = config->qk_format == VCATTN_QK_FORMAT_NVFP4 ? q_nvfp4_tensor_scale(&c) : 1.0f;
+            c.q_exp = config->qk_format == VCATTN_QK_FORMAT_NVFP4 ? ilogbf(c.q_nvfp4_scale) : 0;
             prepare_k(&c);
             prepare_v(&c);
             vc_parallel_for(tasks, workers, tile_task, &c);
