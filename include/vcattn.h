@@ -42,6 +42,9 @@ typedef enum vcattn_status {
     VCATTN_STATUS_UNSUPPORTED_DEVICE, /* no CUDA device of compute capability 9.0 */
     VCATTN_STATUS_CUDA_ERROR,         /* a CUDA runtime call failed */
     VCATTN_STATUS_NOT_BUILT,          /* this build has no CUDA support */
+    VCATTN_STATUS_SCORE_OVERFLOW,     /* finite inputs whose scaled scores overflow FP32 (the
+                                         quantized paths compute them in FP32): scale Q, K or
+                                         sm_scale down */
     VCATTN_STATUS_COUNT
 } vcattn_status;
 
@@ -165,6 +168,12 @@ typedef struct vcattn_sim_outputs {
                            (shows the exact path's FP64 agreement, below float rounding) */
 } vcattn_sim_outputs;
 
+/* Every finite input gives a finite output close to the reference or a
+ * status: SCORE_OVERFLOW when the scaled scores (or their scale factors)
+ * overflow FP32, which the quantized paths compute them in (e.g. Q and K each
+ * ~1e20); the unquantized FP64 path and vcattn_reference_attention answer
+ * those exactly.  Subnormal inputs and scales 1e-30 .. 1e30 of Q, K, V and
+ * softmax_scale are answered (tests/test_edge_cases.c). */
 vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
                                         const vcattn_method_config *config,
                                         const int32_t *perm, vcattn_sim_outputs *extra);
@@ -480,7 +489,10 @@ void vcattn_gpu_params_init(vcattn_gpu_params *p, int64_t batch, int64_t heads, 
                             int64_t seq_kv, int64_t head_dim, const void *q, const void *k,
                             const void *v, void *o);
 
-/* Checks shapes, strides, alignment, method and pointers (not the data). */
+/* Checks shapes, strides, alignment, method and pointers (not the data).
+ * SCORE_OVERFLOW for a softmax_scale the kernel cannot hold: sm_scale or
+ * sm_scale * log2(e) beyond FP32, or, for the ExpCast methods, above ~6.8e10
+ * (where its one-FMA code bracket loses the code for every input). */
 vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p);
 
 /* Bytes of device workspace vcattn_gpu_attention needs for these params. */

@@ -11,6 +11,7 @@
 #ifndef VCATTN_NUMERICS_H
 #define VCATTN_NUMERICS_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -144,11 +145,17 @@ VC_HD static inline float vc_e2m1_decode(uint8_t c) {
 /* ---- NVFP4 -------------------------------------------------------------------
  * Blocks of 16 E2M1 values along the reduction axis, one E4M3 scale per block
  * and one FP32 scale per tensor:  x ~= e2m1 * e4m3_scale * tensor_scale.
- * tensor_scale = amax(tensor) / (448 * 6) puts every block scale inside E4M3. */
+ * tensor_scale = amax(tensor) / (448 * 6) puts every block scale inside E4M3,
+ * whatever the tensor's magnitude: without it the block scale amax/6 itself
+ * must fit E4M3 ([2^-9, 448]), so a tensor with amax below ~0.01 quantizes to
+ * 0 and one above ~2700 saturates.  The tensor scale is kept >= the smallest
+ * FP32 subnormal, so a tensor of tiny subnormals still divides by non-zero. */
 #define VC_NVFP4_BLOCK 16
 
 VC_HD static inline float vc_nvfp4_tensor_scale(float amax) {
-    return amax > 0.0f ? amax / (VC_E4M3_MAX * VC_E2M1_MAX) : 1.0f;
+    if (!(amax > 0.0f)) return 1.0f;
+    const float s = amax / (VC_E4M3_MAX * VC_E2M1_MAX);
+    return s > 0.0f ? s : vc_f32_from_bits(1u);
 }
 
 /* Quantize n <= 16 values (stride `stride`) into codes and return the E4M3
@@ -194,6 +201,20 @@ VC_HD static inline float vc_fp16_round(float x) {
     return x < 0.0f ? -r : r;
 }
 
+/* FP16 with a power-of-two range shift: x ~= fp16(x 2^-k) 2^k, k chosen from
+ * amax (the largest |x| of the set stored with this k) so that amax lands at
+ * the top of FP16's range (the same bits as FP16 for amax in [1, 32768]: k = 0).
+ * Multiplying by 2^k is exact, so this is FP16's 11-bit rounding without its
+ * range limits (block means of V-Smooth stored in 16 bits: tiny means would
+ * flush to 0, huge ones saturate at 65504). */
+VC_HD static inline int vc_fp16_range_exp(float amax) {
+    if (!(amax > 0.0f) || (amax >= 1.0f && amax <= 32768.0f)) return 0;
+    return ilogbf(amax) - 14;
+}
+VC_HD static inline float vc_fp16_round_shifted(float x, int k) {
+    return ldexpf(vc_fp16_round(ldexpf(x, -k)), k);
+}
+
 /* half bits -> float (for .npy float16 input) */
 VC_HD static inline float vc_fp16_to_f32(uint16_t h) {
     uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
@@ -225,6 +246,19 @@ VC_HD static inline int8_t vc_int8_sage_quantize(float x, float scale) {
     if (r > 127.0f) r = 127.0f;
     if (r < -127.0f) r = -127.0f;
     return (int8_t)r;
+}
+
+/* ---- scales of tiny or huge tensors ------------------------------------------
+ * A format scale amax / qmax and its reciprocal qmax / amax (qmax = 448 or 127)
+ * are exact enough in FP32 while both are normal floats: amax >= qmax * 2^-126
+ * (~5e-36 for 448).  Below that (subnormal inputs: qmax / amax overflows to
+ * inf, 0 * inf is NaN, and amax / qmax loses its precision) the CPU simulation
+ * computes the scale pair in FP64 instead; inside it the FP32 formulas below
+ * are used unchanged, bit for bit. */
+VC_HD static inline int vc_scale_pair_fp32_ok(float amax, float qmax) {
+    if (!(amax > 0.0f)) return 1; /* scale 1 */
+    const float inv = qmax / amax, s = amax / qmax;
+    return inv <= FLT_MAX && s >= FLT_MIN;
 }
 
 /* ---- per-channel E4M3 V scale --------------------------------------------------
@@ -290,6 +324,18 @@ VC_HD static inline uint8_t vc_expcast_code_biased(float v) {
  * the innermost fma is known before the block's max (a depends on the scales
  * only), so one fma after the max gives the bias. */
 #define VC_EXPCAST_INT_MAGIC 12582912.0f
+/* The biased form computes fl(-a M + const) before it adds a (M + s): an error
+ * of up to half an ulp of a M = 1.5 * 2^23 a in code units.  For a <= 2^-7
+ * (scores of ordinary magnitude: a is ~1e-3) that is <= 2^-7 of a code; for
+ * larger a (scores of thousands of log2 units per INT8 step: Q or sm_scale
+ * scaled up by >= ~1e3) the error swamps the code and a whole row can get
+ * code 0, so l = 0 and the output 0/0.  The CPU simulation then evaluates the
+ * bracket from the FP32 score relative to the row max instead, 8 (t - m) +
+ * const, which keeps the row max at the top code (vc_expcast_bracket_direct). */
+#define VC_EXPCAST_MAGIC_MAX_A 0.0078125f /* 2^-7 */
+VC_HD static inline float vc_expcast_bracket_direct(double t_minus_m, float biased_const) {
+    return (float)(8.0 * t_minus_m + (double)biased_const);
+}
 #define VC_EXPCAST_INT_MAGIC_BITS 0x4B400000
 #define VC_EXPCAST_BIASED_CONST 247.65f /* 120 + beta + 128 */
 VC_HD static inline float vc_expcast_bias_pre(float a) {

@@ -16,6 +16,7 @@
  * that is how the tests show the permutation and the mean restore are exact.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,8 @@ typedef struct {
     float *vexact;     /* [nblk*128][D] the exact permuted V (error budget) */
     double *mu;        /* [nblk][D] block means in channel-scale units (0 without V-Smooth) */
     double chan_scale[128];
+    int k_exp;         /* NVFP4 K: the tensor scale's exponent (kscale = 2^k_exp), else 0 */
+    int v_shift;       /* V held times 2^-v_shift (0 unless max|V| > 2^60: FP32 sums of P V stay finite) */
     double kmean[128]; /* K channel mean (0 without K smoothing) */
     const int32_t *perm; /* permuted position -> original token, NULL = identity */
 } head_data;
@@ -62,7 +65,11 @@ typedef struct {
     int64_t n_out; /* output rows per (batch, head): n_rows, or seq_q */
     int64_t *task_first;
     int64_t task_sources; /* most source tiles a task spans (1 for a full run) */
-    vcattn_status status;
+    float q_nvfp4_scale; /* NVFP4 tensor scale of this head's (smoothed) Q */
+    int q_exp;           /* its exponent (NVFP4 Q codes are held times 2^-q_exp), else 0 */
+    /* set by a task whose FP32 scores or outputs are not finite (finite
+     * inputs, scores beyond FP32): the run answers SCORE_OVERFLOW */
+    atomic_int overflow;
     /* per-worker scratch */
     double **scratch;
     size_t scratch_doubles;
@@ -93,7 +100,7 @@ static inline int64_t k_group_of_key(vcattn_qk_granularity g, int64_t key_in_blo
  * scales.  Rows >= valid are zero padding. */
 static void quantize_qk_rows(const vcattn_method_config *cfg, const float *rows, int64_t n,
                              int64_t D, const int64_t *group_of, int64_t groups, float *codes,
-                             float *row_scale) {
+                             float *row_scale, float nvfp4_tensor_scale) {
     float amax[64];
     for (int64_t g = 0; g < groups; ++g) amax[g] = 0.0f;
     if (cfg->qk_format == VCATTN_QK_FORMAT_INT8 || cfg->qk_format == VCATTN_QK_FORMAT_E4M3)
@@ -113,19 +120,31 @@ static void quantize_qk_rows(const vcattn_method_config *cfg, const float *rows,
             break;
         }
         case VCATTN_QK_FORMAT_E4M3: {
+            if (!vc_scale_pair_fp32_ok(a, VC_E4M3_MAX)) {
+                /* subnormal (or near-FLT_MAX) rows: the scale pair in FP64 */
+                const double inv_d = VC_E4M3_MAX / (double)a;
+                for (int64_t d = 0; d < D; ++d) out[d] = vc_e4m3_round((float)(x[d] * inv_d));
+                row_scale[i] = (float)((double)a / VC_E4M3_MAX);
+                break;
+            }
             float inv = a > 0.0f ? VC_E4M3_MAX / a : 1.0f;
             for (int64_t d = 0; d < D; ++d) out[d] = vc_e4m3_round(x[d] * inv);
             row_scale[i] = a > 0.0f ? a / VC_E4M3_MAX : 1.0f;
             break;
         }
         case VCATTN_QK_FORMAT_NVFP4: {
-            /* SageAttention3: 16 along D, E4M3 block scale amax/6, no tensor scale */
+            /* SageAttention3: 16 along D, E4M3 block scales under the FP32
+             * tensor scale (numerics.h: scale-invariant) */
+            /* held divided by the tensor scale's power of two (exact), which
+             * goes into the row scale: the FP32 score sums stay finite for
+             * any finite Q, K whose scores fit FP32 */
             float deq[VC_NVFP4_BLOCK];
+            const int e = ilogbf(nvfp4_tensor_scale);
             for (int64_t d0 = 0; d0 < D; d0 += VC_NVFP4_BLOCK) {
-                (void)vc_nvfp4_quantize_block(x + d0, VC_NVFP4_BLOCK, 1, 1.0f, NULL, deq);
-                for (int d = 0; d < VC_NVFP4_BLOCK; ++d) out[d0 + d] = deq[d];
+                (void)vc_nvfp4_quantize_block(x + d0, VC_NVFP4_BLOCK, 1, nvfp4_tensor_scale, NULL, deq);
+                for (int d = 0; d < VC_NVFP4_BLOCK; ++d) out[d0 + d] = ldexpf(deq[d], -e);
             }
-            row_scale[i] = 1.0f;
+            row_scale[i] = ldexpf(1.0f, e);
             break;
         }
         case VCATTN_QK_FORMAT_FP32:
@@ -189,6 +208,13 @@ static void prepare_k(sim_ctx *c) {
         for (int64_t d = 0; d < D; ++d) hd->ksm[j * D + d] = (float)(k[d] - hd->kmean[d]);
     }
 
+    float ts = 1.0f;
+    if (cfg->qk_format == VCATTN_QK_FORMAT_NVFP4) {
+        float amax = 0.0f;
+        for (int64_t i = 0; i < Skv * D; ++i) amax = fmaxf(amax, fabsf(hd->ksm[i]));
+        ts = vc_nvfp4_tensor_scale(amax);
+        hd->k_exp = ilogbf(ts);
+    }
     int64_t group_of[VC_BLOCK_K];
     for (int64_t j = 0; j < VC_BLOCK_K; ++j) group_of[j] = k_group_of_key(cfg->qk_granularity, j);
     int64_t groups = cfg->qk_granularity == VCATTN_QK_GRANULARITY_THREAD ? 4 : 1;
@@ -196,7 +222,7 @@ static void prepare_k(sim_ctx *c) {
     for (int64_t kb = 0; kb < hd->nblk; ++kb) {
         /* the zero padding past Skv is already in ksm (calloc) */
         quantize_qk_rows(cfg, hd->ksm + kb * VC_BLOCK_K * D, VC_BLOCK_K, D, group_of, groups, codes,
-                         hd->kscale + kb * VC_BLOCK_K);
+                         hd->kscale + kb * VC_BLOCK_K, ts);
         float *kt = hd->kt + kb * D * VC_BLOCK_K;
         for (int64_t j = 0; j < VC_BLOCK_K; ++j)
             for (int64_t d = 0; d < D; ++d) kt[d * VC_BLOCK_K + j] = codes[j * D + d];
@@ -212,6 +238,18 @@ static void prepare_v(sim_ctx *c) {
     for (int64_t j = 0; j < Skv; ++j) {
         const float *v = vc_row(p->v, p->v_stride, c->b, c->h, orig_token(hd, j));
         for (int64_t d = 0; d < D; ++d) hd->vexact[j * D + d] = v[d];
+    }
+    /* V near FLT_MAX: the dequantizing formats (per-block E4M3, NVFP4) and the
+     * P V sums in FP32 would overflow; hold V times a power of two (exact)
+     * and give it back in the channel scale.  Ordinary V: no shift at all.
+     * The per-channel E4M3 format holds V in channel-scale units already (and
+     * its FP16 means would round differently under a shift): never shifted. */
+    if (cfg->v_format != VCATTN_V_FORMAT_E4M3_PER_CHANNEL) {
+        float vamax = 0.0f;
+        for (int64_t i = 0; i < Skv * D; ++i) vamax = fmaxf(vamax, fabsf(hd->vexact[i]));
+        hd->v_shift = vamax > 0x1p60f ? ilogbf(vamax) : 0;
+        if (hd->v_shift)
+            for (int64_t i = 0; i < Skv * D; ++i) hd->vexact[i] = ldexpf(hd->vexact[i], -hd->v_shift);
     }
     /* V-Smooth demean: each 128-token block subtracts its own mean (over its
      * valid tokens); vq holds the residual until it is quantized */
@@ -236,6 +274,18 @@ static void prepare_v(sim_ctx *c) {
             float amax = 0.0f, mu_amax = 0.0f, scale, inv;
             for (int64_t j = 0; j < Skv; ++j) amax = fmaxf(amax, fabsf((float)x[j * D + d]));
             for (int64_t kb = 0; kb < hd->nblk; ++kb) mu_amax = fmaxf(mu_amax, fabsf((float)hd->mu[kb * D + d]));
+            if (!vc_scale_pair_fp32_ok(amax, VC_E4M3_MAX)) {
+                /* subnormal channels: the same rule with the scale in FP64
+                 * (amax / 448 would lose its bits, 448 / amax overflow) */
+                double s = (double)amax / VC_E4M3_MAX;
+                if (!(amax > 0.0f)) s = 1.0;
+                if ((double)mu_amax > s * VC_FP16_MAX) s = (double)mu_amax / VC_FP16_MAX;
+                hd->chan_scale[d] = s;
+                for (int64_t j = 0; j < Skv; ++j) x[j * D + d] = vc_e4m3_round((float)((double)(float)x[j * D + d] / s));
+                for (int64_t kb = 0; kb < hd->nblk; ++kb)
+                    hd->mu[kb * D + d] = vc_fp16_round((float)((double)(float)hd->mu[kb * D + d] / s));
+                continue;
+            }
             vc_v_channel_scale(amax, mu_amax, &scale, &inv);
             hd->chan_scale[d] = scale;
             for (int64_t j = 0; j < Skv; ++j) x[j * D + d] = vc_e4m3_round((float)x[j * D + d] * inv);
@@ -252,23 +302,41 @@ static void prepare_v(sim_ctx *c) {
                 for (int64_t d = 0; d < D; ++d) amax = fmaxf(amax, fabsf((float)x[j * D + d]));
             float inv = amax > 0.0f ? VC_E4M3_MAX / amax : 1.0f;
             float scale = amax > 0.0f ? amax / VC_E4M3_MAX : 1.0f;
+            if (!vc_scale_pair_fp32_ok(amax, VC_E4M3_MAX)) {
+                /* subnormal blocks: the scale pair in FP64 */
+                const double sd = (double)amax / VC_E4M3_MAX;
+                for (int64_t j = j0; j < j1; ++j)
+                    for (int64_t d = 0; d < D; ++d)
+                        x[j * D + d] = (double)vc_e4m3_round((float)((double)(float)x[j * D + d] / sd)) * sd;
+            } else
             for (int64_t j = j0; j < j1; ++j)
                 for (int64_t d = 0; d < D; ++d)
                     x[j * D + d] = (double)(vc_e4m3_round((float)x[j * D + d] * inv) * scale);
-            for (int64_t d = 0; d < D; ++d) hd->mu[kb * D + d] = vc_fp16_round((float)hd->mu[kb * D + d]);
+            /* the block's means in 16 bits, range-shifted (numerics.h) */
+            float mu_amax = 0.0f;
+            for (int64_t d = 0; d < D; ++d) mu_amax = fmaxf(mu_amax, fabsf((float)hd->mu[kb * D + d]));
+            const int k = vc_fp16_range_exp(mu_amax);
+            for (int64_t d = 0; d < D; ++d) hd->mu[kb * D + d] = vc_fp16_round_shifted((float)hd->mu[kb * D + d], k);
         }
         break;
     case VCATTN_V_FORMAT_NVFP4: {
         /* 16 consecutive tokens per channel share an E4M3 scale (V^T is K-major) */
+        /* under one FP32 tensor scale (numerics.h): the (batch, head) slice's amax */
         int64_t keys = hd->nblk * VC_BLOCK_K;
-        float col[VC_NVFP4_BLOCK], deq[VC_NVFP4_BLOCK];
+        float col[VC_NVFP4_BLOCK], deq[VC_NVFP4_BLOCK], amax = 0.0f;
+        for (int64_t i = 0; i < keys * D; ++i) amax = fmaxf(amax, fabsf((float)x[i]));
+        const float ts = vc_nvfp4_tensor_scale(amax);
         for (int64_t d = 0; d < D; ++d)
             for (int64_t j0 = 0; j0 < keys; j0 += VC_NVFP4_BLOCK) {
                 for (int i = 0; i < VC_NVFP4_BLOCK; ++i) col[i] = (float)x[(j0 + i) * D + d];
-                (void)vc_nvfp4_quantize_block(col, VC_NVFP4_BLOCK, 1, 1.0f, NULL, deq);
+                (void)vc_nvfp4_quantize_block(col, VC_NVFP4_BLOCK, 1, ts, NULL, deq);
                 for (int i = 0; i < VC_NVFP4_BLOCK; ++i) x[(j0 + i) * D + d] = deq[i];
             }
-        for (int64_t i = 0; i < hd->nblk * D; ++i) hd->mu[i] = vc_fp16_round((float)hd->mu[i]);
+        /* the means in 16 bits, range-shifted by the slice's largest (numerics.h) */
+        float mu_amax = 0.0f;
+        for (int64_t i = 0; i < hd->nblk * D; ++i) mu_amax = fmaxf(mu_amax, fabsf((float)hd->mu[i]));
+        const int k = vc_fp16_range_exp(mu_amax);
+        for (int64_t i = 0; i < hd->nblk * D; ++i) hd->mu[i] = vc_fp16_round_shifted((float)hd->mu[i], k);
         break;
     }
     case VCATTN_V_FORMAT_FP32:
@@ -276,6 +344,8 @@ static void prepare_v(sim_ctx *c) {
         break;
     }
     for (int64_t i = 0; i < hd->nblk * VC_BLOCK_K * D; ++i) hd->vqf[i] = (float)x[i];
+    if (hd->v_shift)
+        for (int64_t d = 0; d < D; ++d) hd->chan_scale[d] = ldexp(hd->chan_scale[d], hd->v_shift);
 }
 
 /* ---- one 128-query tile ---------------------------------------------------------------- */
@@ -358,6 +428,37 @@ VC_HOT_LOOPS static double row_total_variation(const sim_ctx *c, int64_t row, co
     return 0.5 * tv;
 }
 
+/* Loads the 128-row Q tile at q0 into qraw (zero padding past Sq) and, with
+ * Q smoothing (SageAttention3), subtracts the tile's mean (padding rows
+ * included) into qm; the task adds its score term delta_j = mean . k_j back
+ * before the softmax. */
+static void q_tile_load(const sim_ctx *c, int64_t q0, float *qraw, float *qm) {
+    const vcattn_attention_params *p = c->p;
+    const int64_t D = p->head_dim, Sq = p->seq_q;
+    const int64_t rows = Sq - q0 < VC_TILE_Q ? Sq - q0 : VC_TILE_Q;
+    memset(qraw, 0, sizeof(float) * VC_TILE_Q * 128);
+    for (int64_t i = 0; i < rows; ++i)
+        memcpy(qraw + i * D, vc_row(p->q, p->q_stride, c->b, c->h, q0 + i), sizeof(float) * (size_t)D);
+    if (!c->cfg->smooth_q) return;
+    for (int64_t d = 0; d < D; ++d) {
+        double s = 0.0;
+        for (int64_t i = 0; i < VC_TILE_Q; ++i) s += qraw[i * D + d];
+        qm[d] = (float)(s / VC_TILE_Q);
+    }
+    for (int64_t i = 0; i < VC_TILE_Q; ++i)
+        for (int64_t d = 0; d < D; ++d) qraw[i * D + d] -= qm[d];
+}
+
+/* The NVFP4 tensor scale of one head's Q, as the tiles quantize it (smoothed). */
+static float q_nvfp4_tensor_scale(const sim_ctx *c) {
+    float qraw[VC_TILE_Q * 128], qm[128], amax = 0.0f;
+    for (int64_t tile = 0; tile < c->tiles; ++tile) {
+        q_tile_load(c, tile * VC_TILE_Q, qraw, qm);
+        for (int64_t i = 0; i < VC_TILE_Q * c->p->head_dim; ++i) amax = fmaxf(amax, fabsf(qraw[i]));
+    }
+    return vc_nvfp4_tensor_scale(amax);
+}
+
 VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
     sim_ctx *c = (sim_ctx *)vctx;
     const vcattn_attention_params *p = c->p;
@@ -395,24 +496,13 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
      * span the tile), then keep the code rows of this task's rows ---- */
     for (int64_t si = 0; si < nsrc; ++si) {
         const int64_t q0 = src_tile[si] * VC_TILE_Q;
-        const int64_t rows = Sq - q0 < VC_TILE_Q ? Sq - q0 : VC_TILE_Q;
         float *delta = t.delta + si * keys;
-        float qraw[VC_TILE_Q * 128];
-        memset(qraw, 0, sizeof qraw);
-        for (int64_t i = 0; i < rows; ++i)
-            memcpy(qraw + i * D, vc_row(p->q, p->q_stride, c->b, c->h, q0 + i), sizeof(float) * (size_t)D);
+        float qraw[VC_TILE_Q * 128], qm[128];
+        q_tile_load(c, q0, qraw, qm);
         for (int64_t j = 0; j < keys; ++j) delta[j] = 0.0f;
         if (cfg->smooth_q) {
-            /* SageAttention3: subtract the tile's mean (padding rows included) and
-             * add its score term delta_j = mean . k_j back before the softmax */
-            float qm[128];
-            for (int64_t d = 0; d < D; ++d) {
-                double s = 0.0;
-                for (int64_t i = 0; i < VC_TILE_Q; ++i) s += qraw[i * D + d];
-                qm[d] = (float)(s / VC_TILE_Q);
-            }
-            for (int64_t i = 0; i < VC_TILE_Q; ++i)
-                for (int64_t d = 0; d < D; ++d) qraw[i * D + d] -= qm[d];
+            /* in the units of the scores: NVFP4 codes are held times 2^-(q_exp + k_exp) */
+            const int dexp = -(c->q_exp + hd->k_exp);
             /* 8 keys at a time: independent sums (each still over d in order, so
              * the same bits) instead of one long dependency chain; this is per
              * tile, so with sampled rows it is paid for every tile touched */
@@ -422,19 +512,19 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
                 const float *k0 = hd->ksm + j * D;
                 for (int64_t d = 0; d < D; ++d)
                     for (int u = 0; u < 8; ++u) s8[u] += (double)qm[d] * k0[u * D + d];
-                for (int u = 0; u < 8; ++u) delta[j + u] = (float)R(c, s8[u]);
+                for (int u = 0; u < 8; ++u) delta[j + u] = (float)R(c, ldexp(s8[u], dexp));
             }
             for (; j < Skv; ++j) {
                 double s = 0.0;
                 for (int64_t d = 0; d < D; ++d) s += (double)qm[d] * hd->ksm[j * D + d];
-                delta[j] = (float)R(c, s);
+                delta[j] = (float)R(c, ldexp(s, dexp));
             }
         }
         int64_t group_of[VC_TILE_Q];
         for (int64_t i = 0; i < VC_TILE_Q; ++i) group_of[i] = q_group_of_row(cfg->qk_granularity, i);
         int64_t groups = cfg->qk_granularity == VCATTN_QK_GRANULARITY_THREAD ? 64 : 1;
         float tscale[VC_TILE_Q];
-        quantize_qk_rows(cfg, qraw, VC_TILE_Q, D, group_of, groups, t.qtile, tscale);
+        quantize_qk_rows(cfg, qraw, VC_TILE_Q, D, group_of, groups, t.qtile, tscale, c->q_nvfp4_scale);
         for (int64_t i = 0; i < nsel; ++i)
             if (src[i] == si) {
                 memcpy(t.qc + i * D, t.qtile + (seq_row[i] - q0) * D, sizeof(float) * (size_t)D);
@@ -501,11 +591,18 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
             const float *delta = t.delta + src[i] * keys;
             double tt[VC_BLOCK_K], cc[VC_BLOCK_K], sd[VC_BLOCK_K];
             double rowmax = -INFINITY;
+            int finite = 1;
             for (int64_t j = 0; j < nvalid; ++j) {
                 sd[j] = R(c, delta[j0 + j] + s[j]); /* the accumulator the kernel holds */
                 cc[j] = R(c, cq[i] * ks[j]);          /* per (row group, key group) factor */
                 tt[j] = R(c, sd[j] * cc[j]);          /* score in log2 units */
                 if (tt[j] > rowmax) rowmax = tt[j];
+                finite &= isfinite(tt[j]) && isfinite(cc[j]);
+            }
+            if (!finite) {
+                /* finite inputs whose scores overflow FP32: no answer */
+                atomic_store(&c->overflow, 1);
+                return;
             }
             double m_new = fmax(m[i], R(c, rowmax - c->p_log2_offset));
             double alpha = m[i] == -INFINITY ? 0.0 : R(c, exp2(R(c, m[i] - m_new)));
@@ -517,7 +614,10 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
                 /* evaluated as the kernel does: bracket + 128, rounded by the
                  * FP32 -> BF16 conversion (numerics.h, vc_expcast_code_biased) */
                 for (int64_t j = 0; j < nvalid; ++j) {
-                    uint8_t code = vc_expcast_code_biased(vc_expcast_biased_bracket(8.0f * (float)cc[j], (float)sd[j], (float)m_new));
+                    const float a = 8.0f * (float)cc[j];
+                    uint8_t code = vc_expcast_code_biased(
+                        a <= VC_EXPCAST_MAGIC_MAX_A ? vc_expcast_biased_bracket(a, (float)sd[j], (float)m_new)
+                                                    : vc_expcast_bracket_direct(tt[j] - m_new, VC_EXPCAST_BIASED_CONST));
                     pq[j] = vc_e4m3_decode(code);
                     lsum += R(c, exp2(R(c, tt[j] - m_new))) * VC_EXPCAST_P_SCALE;
                 }
@@ -527,8 +627,10 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
                 /* as EXPCAST with the row max at code 126 and the tail line
                  * (numerics.h, vc_expcast_tail_code_biased) */
                 for (int64_t j = 0; j < nvalid; ++j) {
+                    const float a = 8.0f * (float)cc[j];
                     uint8_t code = vc_expcast_tail_code_biased(
-                        vc_expcast_tail_biased_bracket(8.0f * (float)cc[j], (float)sd[j], (float)m_new));
+                        a <= VC_EXPCAST_MAGIC_MAX_A ? vc_expcast_tail_biased_bracket(a, (float)sd[j], (float)m_new)
+                                                    : vc_expcast_bracket_direct(tt[j] - m_new, VC_EXPCAST_TAIL_BIASED_CONST));
                     pq[j] = vc_e4m3_decode(code);
                     lsum += R(c, exp2(R(c, tt[j] - m_new))) * VC_EXPCAST_TAIL_P_SCALE;
                 }
@@ -648,14 +750,20 @@ VC_HOT_LOOPS static void tile_task(void *vctx, int64_t task, int worker) {
         const int64_t row = seq_row[i], orw = out_row[i];
         float *out = p->o + c->b * p->o_stride[0] + c->h * p->o_stride[1] + orw * p->o_stride[2];
         double inv_l = 1.0 / l[i];
-        for (int64_t d = 0; d < D; ++d) out[d] = (float)(t.o[i * D + d] * inv_l * hd->chan_scale[d]);
+        int finite = l[i] > 0.0 && isfinite(inv_l);
+        for (int64_t d = 0; d < D; ++d) {
+            out[d] = (float)(t.o[i * D + d] * inv_l * hd->chan_scale[d]);
+            finite &= isfinite(out[d]);
+        }
+        if (!finite) atomic_store(&c->overflow, 1); /* never garbage silently */
         if (c->extra && c->extra->o_f64) {
             double *od = c->extra->o_f64 + ((c->b * p->heads + c->h) * Nout + orw) * D;
             for (int64_t d = 0; d < D; ++d) od[d] = t.o[i * D + d] * inv_l * hd->chan_scale[d];
         }
         if (c->extra && c->extra->o_pq_v) {
             float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Nout + orw) * D;
-            for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t.oe[i * D + d] * inv_l);
+            const double vs = ldexp(1.0, hd->v_shift);
+            for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t.oe[i * D + d] * inv_l * vs);
         }
         if (p->lse) {
             /* K smoothing shifted every score of the row by -q.mean(k): add it back */
@@ -710,6 +818,7 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
 
     sim_ctx c;
     memset(&c, 0, sizeof c);
+    atomic_init(&c.overflow, 0);
     c.p = p;
     c.cfg = config;
     c.extra = extra;
@@ -788,10 +897,13 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
                     break;
                 }
             }
+            c.q_nvfp4_scale = config->qk_format == VCATTN_QK_FORMAT_NVFP4 ? q_nvfp4_tensor_scale(&c) : 1.0f;
+            c.q_exp = config->qk_format == VCATTN_QK_FORMAT_NVFP4 ? ilogbf(c.q_nvfp4_scale) : 0;
             prepare_k(&c);
             prepare_v(&c);
             vc_parallel_for(tasks, workers, tile_task, &c);
             head_data_free(&c.hd);
+            if (atomic_load(&c.overflow)) st = VCATTN_STATUS_SCORE_OVERFLOW;
         }
 
     for (int w = 0; w < workers; ++w) free(c.scratch[w]);

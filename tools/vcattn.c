@@ -662,7 +662,13 @@ static int cmd_eval(int argc, char **argv) {
             secs[mi] += dt;
             progress(", %s %.1f s", vcattn_method_name(m), dt);
             metric_sums *s = &hsum[mi * nh + hi];
-            if (!sums_add(s, ref, out, pqv, per_head)) { progress("\n"); rc = fail("metrics", VCATTN_STATUS_NON_FINITE); goto done; }
+            if (!sums_add(s, ref, out, pqv, per_head)) {
+                /* finite inputs; the simulation reports what it cannot answer, so this is a bug */
+                progress("\n");
+                fprintf(stderr, "vcattn: %s: the output or the reference is not finite (finite inputs)\n", vcattn_method_name(m));
+                rc = 1;
+                goto done;
+            }
             for (int64_t i = 0; i < B * ntv; ++i) s->tv_sum += tv[i];
             s->tv_n = B * ntv;
         }

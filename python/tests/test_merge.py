@@ -41,6 +41,32 @@ def test_merge_handles_empty_side():
     np.testing.assert_array_equal(lse, l1)
 
 
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_merge_both_sides_empty_gives_zero_and_neg_inf(rng, kind):
+    """Rows with no keys on either side (both LSEs -inf): out 0 and LSE -inf, not NaN (issue 14)."""
+    o1 = rng.standard_normal((2, 3, 5, 64)).astype(np.float32)
+    o2 = rng.standard_normal((2, 3, 5, 64)).astype(np.float32)
+    l1 = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    l2 = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    l1[:, :, 1] = l2[:, :, 1] = -np.inf  # both empty
+    l1[:, :, 3] = -np.inf                # one side empty
+    expect, expect_lse = vcattn.merge_attention(o1.astype(np.float64), l1.astype(np.float64), o2, l2)
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        out, lse = vcattn.merge_attention(*(torch.from_numpy(x) for x in (o1, l1, o2, l2)))
+        out, lse = out.numpy(), lse.numpy()
+    else:
+        out, lse = vcattn.merge_attention(o1, l1, o2, l2)
+    assert np.isfinite(out).all()
+    np.testing.assert_array_equal(out[:, :, 1], 0.0)
+    assert np.isneginf(lse[:, :, 1]).all()
+    np.testing.assert_allclose(out[:, :, 3], o2[:, :, 3], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(lse[:, :, 3], l2[:, :, 3], rtol=0, atol=1e-6)
+    keep = [0, 2, 4]
+    np.testing.assert_allclose(out[:, :, keep], expect[:, :, keep], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(lse[:, :, keep], expect_lse[:, :, keep], rtol=0, atol=1e-5)
+
+
 def test_merge_bad_shapes():
     o = np.zeros((1, 2, 3, 64), np.float32)
     with pytest.raises(ValueError, match="lse1"):

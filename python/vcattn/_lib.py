@@ -33,6 +33,7 @@ STATUS_NAMES = (
     "UNSUPPORTED_DEVICE",
     "CUDA_ERROR",
     "NOT_BUILT",
+    "SCORE_OVERFLOW",
 )
 STATUS = {name: code for code, name in enumerate(STATUS_NAMES)}
 

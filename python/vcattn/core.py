@@ -195,6 +195,7 @@ def merge_attention(out1, lse1, out2, lse2, tensor_layout: str = "HND"):
     """Combine two partial attentions over disjoint key sets: (out, lse).
 
     lse = log(exp(lse1) + exp(lse2)); out = out1 exp(lse1 - lse) + out2 exp(lse2 - lse).
+    A row with both LSEs -inf (no keys on either side) gets out 0 and lse -inf.
     out*: (B,H,S,D) or (B,S,H,D) per tensor_layout; lse*: (B,H,S) natural log.  numpy or
     torch; the output keeps out1's dtype, the LSE is float32 (float64 for float64 inputs).
     """
@@ -213,7 +214,9 @@ def merge_attention(out1, lse1, out2, lse2, tensor_layout: str = "HND"):
         m = np.where(np.isneginf(m), 0.0, m)
         w1, w2 = np.exp(l1 - m), np.exp(l2 - m)
         tot = w1 + w2
-        lse = m + np.log(tot)
+        with np.errstate(divide="ignore"):
+            lse = m + np.log(tot)  # both -inf (no keys on either side): -inf
+        tot = np.where(tot > 0, tot, 1.0)  # ... and the output 0, not 0/0
         a1, a2 = w1 / tot, w2 / tot
         if tensor_layout == "NHD":
             a1, a2 = a1.transpose(0, 2, 1), a2.transpose(0, 2, 1)
@@ -227,7 +230,8 @@ def merge_attention(out1, lse1, out2, lse2, tensor_layout: str = "HND"):
     m = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
     w1, w2 = torch.exp(l1 - m), torch.exp(l2 - m)
     tot = w1 + w2
-    lse = m + torch.log(tot)
+    lse = m + torch.log(tot)  # both -inf (no keys on either side): -inf
+    tot = torch.where(tot > 0, tot, torch.ones_like(tot))  # ... and the output 0, not 0/0
     a1, a2 = w1 / tot, w2 / tot
     if tensor_layout == "NHD":
         a1, a2 = a1.transpose(1, 2), a2.transpose(1, 2)

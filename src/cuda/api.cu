@@ -1,6 +1,7 @@
 /* api.cu - the C entry points of the GPU path (include/vcattn.h):
  * validation, the workspace layout, and the launch sequence. */
 #include <cuda_runtime.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -46,6 +47,20 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
     if ((unsigned)p->input_dtype > VCATTN_GPU_DTYPE_FP16 || (unsigned)p->output_dtype > VCATTN_GPU_DTYPE_FP16)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (!(p->softmax_scale <= 0.0) && !isfinite(p->softmax_scale)) return VCATTN_STATUS_INVALID_ARGUMENT;
+    {
+        /* The kernel holds sm_scale and c0 = sm_scale * log2(e) in FP32
+         * (a.sm, a.c0): they must be finite floats.  The ExpCast modes also
+         * evaluate the bracket as fma(a, M + s, fl(-a M + ...)) with
+         * a = 8 c0 q_scale k_scale (numerics.h, VC_EXPCAST_MAGIC_MAX_A):
+         * SageAttention's INT8 scales are >= 1e-7 each, so c0 > 2^-7 / (8e-14)
+         * makes a > 2^-7 for every input and the codes wrong; refuse it. */
+        const double sm = p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
+        const double c0 = sm * VC_GPU_LOG2E;
+        if (sm > FLT_MAX || c0 > FLT_MAX) return VCATTN_STATUS_SCORE_OVERFLOW;
+        const int expcast = p->method == VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT ||
+                            p->method == VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT;
+        if (expcast && c0 > 0.0078125 / (8.0 * 1e-7 * 1e-7)) return VCATTN_STATUS_SCORE_OVERFLOW;
+    }
     vcattn_status s;
     if ((s = vc_check_view(p->q, p->q_stride, p->batch, p->heads, p->seq_q, p->head_dim))) return s;
     if ((s = vc_check_view(p->k, p->k_stride, p->batch, p->heads, p->seq_kv, p->head_dim))) return s;
