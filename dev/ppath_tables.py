@@ -5,6 +5,7 @@
     python3 dev/ppath_tables.py sweep   F1.json F2.json ... # the key-count sweep
     python3 dev/ppath_tables.py sharp   F1.json F2.json ... # heads sorted by sharpness
     python3 dev/ppath_tables.py sim     F1.json F2.json ... # the --simulate cross-check
+    python3 dev/ppath_tables.py modes   F1.json F2.json ... # pooled per run (final / running max)
 Standard library only.
 """
 import json
@@ -67,7 +68,7 @@ def sweep(docs):
             for comp in ["tail", "mantissa", "rounding", "total"]:
                 a = lo["all_heads"]["paths"][p]["rel_l2"][comp]
                 b = hi["all_heads"]["paths"][p]["rel_l2"][comp]
-                sl.append(f"{comp} {math.log(b / a) / x:+.2f}" if a > 0 and b > 0 else f"{comp} -")
+                sl.append(f"{comp} {math.log(b / a) / x:+.2f}" if a > 1e-12 and b > 1e-12 else f"{comp} -")
             a = lo["all_heads"]["paths"][p]["cut_mass_mean"]
             b = hi["all_heads"]["paths"][p]["cut_mass_mean"]
             sl.append(f"cut mass {math.log(b / a) / x:+.2f}" if a > 0 and b > 0 else "cut mass -")
@@ -121,8 +122,26 @@ def sim(docs):
     print()
 
 
+def modes(docs):
+    print("| preset, keys | codes against | path | cut mass mean / worst | total | tail | mantissa | rounding "
+          "| exact row sum total | 1 - r_q/r |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for d in docs:
+        rm = d.get("running_max", False)
+        label = {False: "final max", "sequence-order": "running max, sequence order",
+                 "kmeans-order": "running max, k-means order"}.get(rm, str(rm))
+        for i, p in enumerate(PATHS):
+            s = d["all_heads"]["paths"][p]
+            r = s["rel_l2"]
+            print(f"| {d['preset'] + ', ' + format(d['keys'], ',') if i == 0 else ''} | {label if i == 0 else ''} "
+                  f"| {p} | {e(s['cut_mass_mean'])} / {e(s['cut_mass_worst'])} | {e(r['total'])} | {e(r['tail'])} "
+                  f"| {e(r['mantissa'])} | {e(r['rounding'])} | {e(r['exact_rowsum_total'])} "
+                  f"| {e(s['rowsum_deficit_mean'])} |")
+    print()
+
+
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("preset", "sweep", "sharp", "sim"):
+    if len(argv) < 3 or argv[1] not in ("preset", "sweep", "sharp", "sim", "modes"):
         print(__doc__)
         return 2
     docs = [load(p) for p in argv[2:]]
@@ -133,6 +152,8 @@ def main(argv):
         sweep(docs)
     elif argv[1] == "sharp":
         sharp(docs)
+    elif argv[1] == "modes":
+        modes(docs)
     else:
         sim(docs)
     return 0
