@@ -3,7 +3,8 @@
  * (docs/fidelity-analysis.md).
  *
  *   vcattn_ppath --preset NAME [--frames T] [--heads N] [--seed S]
- *                [--rows N] [--threads N] [--json PATH] [--quiet]
+ *                [--rows N] [--threads N] [--json PATH]
+ *                [--running-max | --running-max-kmeans] [--simulate] [--quiet]
  *
  * For each head of the preset (BF16 Q, K, V as `vcattn workload` writes them)
  * and N query rows per head spread evenly through the sequence (default 256),
@@ -37,9 +38,13 @@
  * octave below the row max where the mean mass histogram peaks, and the
  * median row max probability (the head's sharpness).
  *
- * The codes are taken against the row's final max; the kernels code each
- * 128-key block against the running max (earlier blocks get a lower max,
- * hence higher codes), so the cut here is the worst case of the kernel's.
+ * By default the codes are taken against the row's final max.  The kernels
+ * code each 128-key block against the running max (earlier blocks get a lower
+ * max, hence higher codes): --running-max does that with the blocks in
+ * sequence order, --running-max-kmeans in the V-Smooth plan's order
+ * (vcattn_vsmooth_plan_heads, default k-means).  --simulate also runs the
+ * library's simulation with only p_format set (see below); it matches
+ * --running-max.
  *
  * Exit codes: 0 success, 1 a library call or allocation failed, 2 bad usage. */
 #define _POSIX_C_SOURCE 200809L
@@ -483,7 +488,8 @@ static int simulate_head(const float *q, const float *k, const float *v, int64_t
 
 static const char *k_usage =
     "usage: vcattn_ppath --preset NAME [--frames T] [--heads N] [--seed S] [--rows N]\n"
-    "                    [--threads N] [--json PATH] [--quiet]\n"
+    "                    [--threads N] [--json PATH] [--running-max | --running-max-kmeans]\n"
+    "                    [--simulate] [--quiet]\n"
     "The P path in isolation (docs/fidelity-analysis.md): per head, the error of O from\n"
     "quantizing P alone (exp-e4m3, expcast, expcast-tail), split into tail, mantissa,\n"
     "rounding and row-sum parts, over N sampled query rows (default 256) x every key.\n"
