@@ -404,6 +404,16 @@ VC_HD static inline uint8_t vc_expcast_tail_code(float u) {
     return vc_expcast_tail_code_biased(fmaf(8.0f, u, VC_EXPCAST_TAIL_BIASED_CONST));
 }
 
+/* The tail line's code before any rounding, for the error analysis
+ * (dev/ppath_analysis.c): line 1 t1 = 8u + 126 + beta and line 2 evaluated
+ * on the unrounded t1, max(t1, (t1 + 128) SLOPE + OFFSET - 128) (no clamp). */
+VC_HD static inline double vc_expcast_tail_code_linear(double u) {
+    const double t1 = 8.0 * u + (double)VC_EXPCAST_TAIL_MAX_CODE + (double)VC_EXPCAST_BETA;
+    const double t2 = (t1 + (double)VC_EXPCAST_BF16_OFFSET) * (double)VC_EXPCAST_TAIL_SLOPE +
+                      (double)VC_EXPCAST_TAIL_OFFSET - (double)VC_EXPCAST_BF16_OFFSET;
+    return t1 > t2 ? t1 : t2;
+}
+
 /* V-Smooth mean restore on the tensor core (kernel version 5): the row sum r
  * enters an FP16 product as hi + lo, each rounded to FP16 (r <= 128 * 256 fits),
  * so hi + lo carries ~22 significant bits of r; the products with the FP16
@@ -413,6 +423,28 @@ VC_HD static inline float vc_rowsum_f16_split(float r) {
      * (exact); one FP16x2 conversion rounds both */
     const float hi = vc_f32_from_bits(vc_f32_bits(r) & 0xFFFFE000u);
     return vc_fp16_round(hi) + vc_fp16_round(r - hi);
+}
+
+/* ---- ExpCast's deterministic map, without rounding (error analysis) ---------
+ * ExpCast's code before rounding, t = 8u + 120 + beta (no clamp), and the
+ * E4M3 byte read as a real number: between two adjacent codes c and c + 1 the
+ * value is interpolated linearly, dec(c) + (t - c)(dec(c + 1) - dec(c)).
+ * Inside an exponent that is the mantissa read linearly, 2^(e-7)(1 + m/8)
+ * with m real; codes 0..8 give t 2^-9; t <= 0 gives 0; t is capped at 126
+ * (448).  So decode_linear(8u + K) is the piecewise-linear interpolation of
+ * 2^u through the powers of two (Mitchell's approximation): the "mantissa"
+ * part of ExpCast's error, and decode(RNE(t)) - decode_linear(t) the
+ * "rounding" part.  Used by dev/ppath_analysis.c only. */
+VC_HD static inline double vc_expcast_code_linear(double u) {
+    return 8.0 * u + (double)VC_EXPCAST_MAX_CODE + (double)VC_EXPCAST_BETA;
+}
+
+VC_HD static inline double vc_e4m3_decode_linear(double t) {
+    if (!(t > 0.0)) return 0.0;
+    if (t >= 126.0) return (double)vc_e4m3_decode(126);
+    const int c = (int)t; /* floor: t > 0 */
+    const double lo = (double)vc_e4m3_decode((uint8_t)c), hi = (double)vc_e4m3_decode((uint8_t)(c + 1));
+    return lo + (t - (double)c) * (hi - lo);
 }
 
 /* The conventional path for comparison: P = 2^u scaled so the max is 256,

@@ -260,6 +260,30 @@ TEST(exported_codecs_validate) {
     CHECK(strcmp(vcattn_status_string(VCATTN_STATUS_COUNT), "unknown status") == 0);
 }
 
+/* The unrounded maps of the P-path analysis (dev/ppath_analysis.c): the
+ * linear decode hits every code exactly, interpolates between neighbours, and
+ * rounding the unrounded codes gives the shipped codes. */
+TEST(expcast_linear_maps_for_the_analysis) {
+    for (int c = 0; c <= 126; ++c) CHECK(vc_e4m3_decode_linear((double)c) == (double)vc_e4m3_decode((uint8_t)c));
+    CHECK(vc_e4m3_decode_linear(-3.0) == 0.0);
+    CHECK(vc_e4m3_decode_linear(0.5) == 0x1.0p-10);            /* half the smallest subnormal */
+    CHECK(vc_e4m3_decode_linear(8.5) == 0x1.0p-6 * 1.0625);     /* 2^-6 (1 + 0.5/8) */
+    CHECK(vc_e4m3_decode_linear(119.5) == 248.0);               /* 2^7 (1 + 7.5/8) */
+    CHECK(vc_e4m3_decode_linear(130.0) == 448.0);
+    int bad = 0;
+    for (int i = 0; i < 4000; ++i) {
+        const float u = -0.005f * (float)i; /* 0 .. -20 octaves */
+        bad += vc_expcast_code(u) != vc_expcast_code_from_bracket((float)vc_expcast_code_linear(u));
+        /* line 1 alone above code ~6: the tail code is the rounded line-1 code */
+        const double t = vc_expcast_tail_code_linear(u);
+        if (t > 8.0) bad += fabs((double)vc_expcast_tail_code(u) - t) > 0.5;
+        /* below: within one code of the unrounded maximum of the two lines */
+        else if (t > 1.0) bad += fabs((double)vc_expcast_tail_code(u) - t) > 1.0;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK(fabs(vc_expcast_tail_code_linear(-30.0) - (0.2197265625 * (8.0 * -30.0 + 125.65) + 4.625)) < 1e-6);
+}
+
 #ifndef VCATTN_HAVE_CUDA
 /* Without CUDA every GPU entry point links and answers NOT_BUILT. */
 TEST(gpu_calls_report_not_built_without_cuda) {
