@@ -370,7 +370,12 @@ VC_HD static inline float vc_expcast_biased_bracket(float a, float s, float m) {
  * normal range.  The extra cost in the kernel: one HFMA2.BF16 and one HMNMX2
  * per pair of scores. */
 #define VC_EXPCAST_TAIL_MAX_CODE 126
-#define VC_EXPCAST_TAIL_P_SCALE 448.0f               /* value of code 126 */
+/* The P scale the LSE removes: line 1 is ExpCast's line moved up by 6 codes
+ * (0.75 octave), so its scale is ExpCast's 256 times 2^0.75 - not 448, the
+ * value of the top code, which sits mid-mantissa where the linear code reads
+ * 4% high (448 put a -0.03 bias on the LSE).  log2 = 8.75 exactly. */
+#define VC_EXPCAST_TAIL_P_SCALE 430.53896f             /* 2^8.75 */
+#define VC_EXPCAST_TAIL_P_LOG2_SCALE 8.75f
 #define VC_EXPCAST_TAIL_BIASED_CONST 253.65f         /* 126 + beta + 128 */
 #define VC_EXPCAST_TAIL_SLOPE 0.2197265625f          /* BF16 0x3E61 */
 #define VC_EXPCAST_TAIL_OFFSET 104.5f                /* BF16 0x42D1 */

@@ -828,7 +828,7 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
                       : config->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE3_P_LOG2_OFFSET
                                                                   : 0.0f;
     c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST        ? log2(VC_EXPCAST_P_SCALE)
-                      : config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ? log2(VC_EXPCAST_TAIL_P_SCALE)
+                      : config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ? (double)VC_EXPCAST_TAIL_P_LOG2_SCALE
                                                                          : 0.0;
     c.tiles = (p->seq_q + VC_TILE_Q - 1) / VC_TILE_Q;
     c.n_out = p->seq_q;
