@@ -235,30 +235,24 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
                        double m_new, double *pq) {
     double lsum = 0.0;
     switch (c->cfg->p_format) {
-    case VCATTN_P_FORMAT_EXPCAST: {
-        /* ONE fma per score: c = clip(RNE(8 * (t - m) + 120 + beta)) */
-        /* evaluated as the kernel does: bracket + 128, rounded by the
-         * FP32 -> BF16 conversion (numerics.h, vc_expcast_code_biased) */
-        for (int64_t j = 0; j < nvalid; ++j) {
-            const float a = 8.0f * (float)cc[j];
-            uint8_t code = vc_expcast_code_biased(
-                a <= VC_EXPCAST_MAGIC_MAX_A ? vc_expcast_biased_bracket(a, (float)sd[j], (float)m_new)
-                                            : vc_expcast_bracket_direct(tt[j] - m_new, VC_EXPCAST_BIASED_CONST));
-            pq[j] = vc_e4m3_decode(code);
-            lsum += R(c, exp2(R(c, tt[j] - m_new))) * VC_EXPCAST_P_SCALE;
-        }
-        break;
-    }
+    case VCATTN_P_FORMAT_EXPCAST:
     case VCATTN_P_FORMAT_EXPCAST_TAIL: {
-        /* as EXPCAST with the row max at code 126 and the tail line
-         * (numerics.h, vc_expcast_tail_code_biased) */
+        /* ONE fma per score: c = clip(RNE(8 * (t - m) + 120 + beta)), evaluated
+         * as the kernel does: bracket + 128, rounded by the FP32 -> BF16
+         * conversion (numerics.h, vc_expcast_code_biased); the tail variant
+         * puts the row max at code 126 and adds the tail line
+         * (vc_expcast_tail_code_biased) */
+        const int tail = c->cfg->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL;
+        const float direct_const = tail ? VC_EXPCAST_TAIL_BIASED_CONST : VC_EXPCAST_BIASED_CONST;
+        const float p_scale = tail ? VC_EXPCAST_TAIL_P_SCALE : VC_EXPCAST_P_SCALE;
         for (int64_t j = 0; j < nvalid; ++j) {
             const float a = 8.0f * (float)cc[j];
-            uint8_t code = vc_expcast_tail_code_biased(
-                a <= VC_EXPCAST_MAGIC_MAX_A ? vc_expcast_tail_biased_bracket(a, (float)sd[j], (float)m_new)
-                                            : vc_expcast_bracket_direct(tt[j] - m_new, VC_EXPCAST_TAIL_BIASED_CONST));
+            const float v = a > VC_EXPCAST_MAGIC_MAX_A ? vc_expcast_bracket_direct(tt[j] - m_new, direct_const)
+                            : tail ? vc_expcast_tail_biased_bracket(a, (float)sd[j], (float)m_new)
+                                   : vc_expcast_biased_bracket(a, (float)sd[j], (float)m_new);
+            const uint8_t code = tail ? vc_expcast_tail_code_biased(v) : vc_expcast_code_biased(v);
             pq[j] = vc_e4m3_decode(code);
-            lsum += R(c, exp2(R(c, tt[j] - m_new))) * VC_EXPCAST_TAIL_P_SCALE;
+            lsum += R(c, exp2(R(c, tt[j] - m_new))) * p_scale;
         }
         break;
     }
