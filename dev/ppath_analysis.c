@@ -55,6 +55,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_args.h"
 #include "internal.h"
 #include "numerics.h"
 #include "tiling.h"
@@ -499,16 +500,6 @@ static const char *k_usage =
     "    (vcattn_vsmooth_plan, default k-means: k = 64, 8 iterations).\n"
     "--simulate: also the library's simulation with only p_format set (FP32 Q, K, V).\n";
 
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    if (!s || !*s) return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*end || errno || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
 static int usage_error(const char *msg, const char *arg) {
     fprintf(stderr, "vcattn_ppath: %s%s%s\n%s", msg, arg ? " " : "", arg ? arg : "", k_usage);
     return 2;
@@ -530,19 +521,19 @@ int main(int argc, char **argv) {
             json = val;
             ++i;
         } else if (!strcmp(a, "--frames") && val) {
-            if (!parse_i64(val, 1, 100000, &frames)) return usage_error("bad --frames", val);
+            if (!vc_cli_parse_i64(val, 1, 100000, &frames)) return usage_error("bad --frames", val);
             ++i;
         } else if (!strcmp(a, "--heads") && val) {
-            if (!parse_i64(val, 1, 4096, &heads)) return usage_error("bad --heads", val);
+            if (!vc_cli_parse_i64(val, 1, 4096, &heads)) return usage_error("bad --heads", val);
             ++i;
         } else if (!strcmp(a, "--seed") && val) {
-            if (!parse_i64(val, 0, INT64_MAX, &seed)) return usage_error("bad --seed", val);
+            if (!vc_cli_parse_i64(val, 0, INT64_MAX, &seed)) return usage_error("bad --seed", val);
             ++i;
         } else if (!strcmp(a, "--rows") && val) {
-            if (!parse_i64(val, 1, 1000000, &rows)) return usage_error("bad --rows", val);
+            if (!vc_cli_parse_i64(val, 1, 1000000, &rows)) return usage_error("bad --rows", val);
             ++i;
         } else if (!strcmp(a, "--threads") && val) {
-            if (!parse_i64(val, 0, 1024, &threads)) return usage_error("bad --threads", val);
+            if (!vc_cli_parse_i64(val, 0, 1024, &threads)) return usage_error("bad --threads", val);
             ++i;
         } else if (!strcmp(a, "--running-max")) {
             running = 1;

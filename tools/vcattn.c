@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_args.h"
 #include "vcattn.h"
 
 #define EXIT_USAGE 2
@@ -107,16 +108,6 @@ static int usage_error(const char *fmt, const char *arg) {
     return EXIT_USAGE;
 }
 
-/* Strict integer parse: the whole string, in [lo, hi]. */
-static int parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    if (!s || !*s) return 0;
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (*end || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
-}
-
 /* ---- vcattn numerics ------------------------------------------------------------ */
 
 static int cmd_numerics(int argc, char **argv) {
@@ -129,7 +120,7 @@ static int cmd_numerics(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
-            if (!parse_i64(argv[++i], 16, 100000000, &samples))
+            if (!vc_cli_parse_i64(argv[++i], 16, 100000000, &samples))
                 return usage_error("--samples wants an integer in [16, 1e8], got '%s'", argv[i]);
         } else {
             fprintf(stderr, "vcattn numerics: unknown option '%s'\n%s", argv[i], k_numerics_usage);
@@ -314,12 +305,12 @@ static int parse_eval(int argc, char **argv, eval_options *o) {
                 return usage_error("--heads wants distinct head indices >= 0, like 0,5,17 or 0-3,8, got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--query-rows")) {
-            if (!parse_i64(val, 1, MAX_SEQ, &o->query_rows))
+            if (!vc_cli_parse_i64(val, 1, MAX_SEQ, &o->query_rows))
                 return usage_error("--query-rows wants a row count in [1, 2147483647], got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--workload-heads") || !strcmp(a, "--frames") || !strcmp(a, "--height") ||
                    !strcmp(a, "--width")) {
-            if (!parse_i64(val, 1, MAX_SEQ, &n)) {
+            if (!vc_cli_parse_i64(val, 1, MAX_SEQ, &n)) {
                 fprintf(stderr, "vcattn: %s wants an integer in [1, 2147483647], got '%s'\n"
                         "(see 'vcattn eval --help')\n", a, val);
                 return EXIT_USAGE;
@@ -332,27 +323,27 @@ static int parse_eval(int argc, char **argv, eval_options *o) {
             else o->wl.width = n;
             ++i;
         } else if (!strcmp(a, "--head-dim")) {
-            if (!parse_i64(val, 1, 1 << 20, &n)) return usage_error("bad --head-dim '%s' (64 or 128)", val);
+            if (!vc_cli_parse_i64(val, 1, 1 << 20, &n)) return usage_error("bad --head-dim '%s' (64 or 128)", val);
             o->wl.head_dim = n;
             ++i;
         } else if (!strcmp(a, "--seed")) {
-            if (!parse_i64(val, 0, INT64_MAX, &n)) return usage_error("bad --seed '%s'", val);
+            if (!vc_cli_parse_i64(val, 0, INT64_MAX, &n)) return usage_error("bad --seed '%s'", val);
             o->wl.seed = (uint64_t)n;
             o->km.seed = (uint64_t)n;
             ++i;
         } else if (!strcmp(a, "--clusters")) {
-            if (!parse_i64(val, 1, 1 << 16, &n)) return usage_error("bad --clusters '%s'", val);
+            if (!vc_cli_parse_i64(val, 1, 1 << 16, &n)) return usage_error("bad --clusters '%s'", val);
             o->km.clusters = (int)n;
             ++i;
         } else if (!strcmp(a, "--iterations")) {
-            if (!parse_i64(val, 1, 1000, &n)) return usage_error("bad --iterations '%s'", val);
+            if (!vc_cli_parse_i64(val, 1, 1000, &n)) return usage_error("bad --iterations '%s'", val);
             o->km.iterations = (int)n;
             ++i;
         } else if (!strcmp(a, "--tv-stride")) {
-            if (!parse_i64(val, 1, 1 << 30, &o->tv_stride)) return usage_error("bad --tv-stride '%s'", val);
+            if (!vc_cli_parse_i64(val, 1, 1 << 30, &o->tv_stride)) return usage_error("bad --tv-stride '%s'", val);
             ++i;
         } else if (!strcmp(a, "--threads")) {
-            if (!parse_i64(val, 0, 1024, &n)) return usage_error("bad --threads '%s'", val);
+            if (!vc_cli_parse_i64(val, 0, 1024, &n)) return usage_error("bad --threads '%s'", val);
             o->threads = (int)n;
             ++i;
         } else if (!strcmp(a, "--scale")) {

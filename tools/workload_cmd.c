@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli_args.h"
 #include "internal.h"
 #include "vcattn.h"
 
@@ -58,16 +59,6 @@ static int wl_usage(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n(see 'vcattn workload --help')\n");
     return 2;
-}
-
-static int wl_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-    if (!s || !*s) return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*end || errno || v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
 }
 
 /* (B,H,S,D) bfloat16 bits as '<u2', .npy version 1.0, header padded to 64. */
@@ -261,16 +252,16 @@ int vcattn_cmd_workload(int argc, char **argv) {
             out = val;
             ++i;
         } else if (!strcmp(a, "--heads") && val) {
-            if (!wl_parse_i64(val, 1, 4096, &heads)) return wl_usage("--heads wants an integer in [1, 4096], got '%s'", val);
+            if (!vc_cli_parse_i64(val, 1, 4096, &heads)) return wl_usage("--heads wants an integer in [1, 4096], got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--seed") && val) {
-            if (!wl_parse_i64(val, 0, INT64_MAX, &seed)) return wl_usage("--seed wants an integer >= 0, got '%s'", val);
+            if (!vc_cli_parse_i64(val, 0, INT64_MAX, &seed)) return wl_usage("--seed wants an integer >= 0, got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--frames") && val) {
-            if (!wl_parse_i64(val, 1, 100000, &frames)) return wl_usage("--frames wants an integer in [1, 100000], got '%s'", val);
+            if (!vc_cli_parse_i64(val, 1, 100000, &frames)) return wl_usage("--frames wants an integer in [1, 100000], got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--stats-rows") && val) {
-            if (!wl_parse_i64(val, 1, 1000000, &stats_rows)) return wl_usage("--stats-rows wants an integer in [1, 1e6], got '%s'", val);
+            if (!vc_cli_parse_i64(val, 1, 1000000, &stats_rows)) return wl_usage("--stats-rows wants an integer in [1, 1e6], got '%s'", val);
             stats = 1;
             ++i;
         } else if (!strcmp(a, "--stats")) {
