@@ -16,7 +16,7 @@ LAYERS = [
     ["plan"],                       # Schedule, Plan (the one plan logic)
     ["_cpu", "_gpu", "_fallback"],  # the paths
     ["_ops"],                       # torch custom ops over the paths
-    ["core"],                       # the public call
+    ["core", "eval_report"],        # the public call; the evaluation's report
     ["integration", "parallel", "eval", "capturing"],  # integrations, the evaluation, the capture
     ["__init__"],
     ["info"],                       # python -m vcattn.info (reads the public package)
