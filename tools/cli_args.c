@@ -1,8 +1,12 @@
-/* cli_args.c - argument parsing shared by the subcommands of the vcattn tool. */
+/* cli_args.c - what the subcommands of the vcattn tool share: argument parsing,
+ * error messages, the clock. */
+#define _POSIX_C_SOURCE 200809L
 #include "cli_args.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 int vc_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (!s || !*s) return 0;
@@ -12,4 +16,22 @@ int vc_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (*end || errno || v < lo || v > hi) return 0;
     *out = v;
     return 1;
+}
+
+int vc_cli_fail(const char *what, vcattn_status st) {
+    fprintf(stderr, "vcattn: %s: %s\n", what, vcattn_status_string(st));
+    return 1;
+}
+
+int vc_cli_usage_error(const char *command, const char *fmt, const char *arg) {
+    fprintf(stderr, "vcattn: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(see 'vcattn %s --help')\n", command);
+    return VC_EXIT_USAGE;
+}
+
+double vc_cli_now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

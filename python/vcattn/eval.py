@@ -20,7 +20,7 @@ Two ways a method is evaluated (each result says which, key ``evaluation``):
   of a full run), against the FP64 reference of the same rows, with the error budget
   (value vs probability path, from the simulation's ``P_q V`` output) and the row TV.
 
-Metrics are the sums of ``tools/vcattn.c`` (``sums_add`` / ``sums_finish``), per head and pooled
+Metrics are the sums of ``tools/eval_cmd.c`` (``sums_add`` / ``sums_finish``), per head and pooled
 over the evaluated heads; the JSON objects carry the keys of docs/eval-json.md (plus
 ``evaluation``, ``device`` and ``recommended``).  Progress goes to stderr, one line per head
 with the elapsed time and an estimate of the time left.
@@ -106,7 +106,7 @@ def _shapes(q, k, v):
     return b, h, sq, skv, d
 
 
-# ---- metrics: the sums of tools/vcattn.c ---------------------------------------------------------------
+# ---- metrics: the sums of tools/eval_cmd.c ---------------------------------------------------------------
 
 _SUM_FIELDS = ("err2", "ref2", "out2", "dot", "peak", "max_err", "val2", "prob2", "tv_sum", "n", "tv_n")
 
@@ -160,7 +160,7 @@ def _merge(parts):
 
 
 def _finish(s) -> dict:
-    """tools/vcattn.c sums_finish; None where the CLI prints null (and for the split of a kernel)."""
+    """tools/eval_cmd.c sums_finish; None where the CLI prints null (and for the split of a kernel)."""
     ref2, err2 = s["ref2"], s["err2"]
     rel = math.sqrt(err2 / ref2) if ref2 > 0 else (math.inf if err2 > 0 else 0.0)
     cos = s["dot"] / math.sqrt(ref2 * s["out2"]) if ref2 > 0 and s["out2"] > 0 else (1.0 if ref2 == s["out2"] else 0.0)

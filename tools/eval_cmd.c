@@ -1,0 +1,656 @@
+/* eval_cmd.c - `vcattn eval`: every method against the FP64 reference, on the
+ * built-in workload or captured tensors, all rows or sampled rows, per head. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli_args.h"
+#include "vcattn.h"
+
+static const char *k_eval_usage =
+    "usage: vcattn eval [options]\n"
+    "\n"
+    "Runs the FP64 reference and the CPU simulation of each method (the kernel's\n"
+    "tiling and rounding) and reports, per head and over all evaluated heads:\n"
+    "rel_l2, cosine, psnr_db, the error budget of eq. (2) (value_rel_l2,\n"
+    "probability_rel_l2, value_error_share), mean_row_tv (mean per-row total\n"
+    "variation of the probabilities), and the V block-energy share the block mean\n"
+    "removes in sequence, 3-D cube and k-means (clustered) order.\n"
+    "\n"
+    "input (default: the built-in synthetic video-DiT workload, see docs/workload.md):\n"
+    "  --npy Q.npy K.npy V.npy   captured tensors, (B,H,S,D) float32/float16/bfloat16;\n"
+    "                            K and V alike, Q may have another S (Sq != Skv)\n"
+    "  --grid T,H,W              token grid of the K/V sequence (enables cube order)\n"
+    "  --workload-heads N        heads of the built-in workload (default 2, or enough\n"
+    "                            for the --heads selection)\n"
+    "  --frames T --height H --width W   workload grid (default 8 x 32 x 32 = 8192 tokens;\n"
+    "                            T*H*W at most 2147483647)\n"
+    "  --head-dim D              64 or 128 (default 128)\n"
+    "  --seed N                  workload and k-means seed (default 1)\n"
+    "what to evaluate:\n"
+    "  --heads LIST              heads to evaluate, like 0,5,17 or 0-3,8 (default: all)\n"
+    "  --query-rows N            N query rows per head, row i = floor(i * Sq / N),\n"
+    "                            i = 0..N-1, each computed exactly over all keys (the\n"
+    "                            same outputs as those rows of a full run); N >= Sq:\n"
+    "                            every row (the default)\n"
+    "methods:\n"
+    "  --methods a,b,...         from: fp8-naive, sage2-8bit, vsmooth-8bit,\n"
+    "                            vsmooth-expcast-8bit, sage3-4bit, vsmooth-4bit,\n"
+    "                            vsmooth-expcast-tail-8bit (default: all)\n"
+    "  --clusters K              k-means clusters for V-Smooth (default 64)\n"
+    "  --iterations N            k-means iterations (default 8)\n"
+    "  --cube T,H,W              cube size of the static 3-D order (default 2,8,8)\n"
+    "  --scale X                 softmax scale (default 1/sqrt(D))\n"
+    "output:\n"
+    "  --json                    one JSON object per method on stdout, with a \"heads\"\n"
+    "                            array (schema: docs/eval-json.md); printed at the end\n"
+    "  --tv-stride N             mean_row_tv over every N-th evaluated row (default 16)\n"
+    "  --threads N               CPU threads (default: all cores)\n"
+    "  --quiet                   no progress on stderr (progress: per head, with the\n"
+    "                            elapsed time and an estimate of the time left)\n"
+    "\n"
+    "Exit codes: 0 success, 1 a library call or an input failed, 2 bad usage.\n";
+
+static int g_quiet;
+
+static void progress(const char *fmt, ...) {
+    if (g_quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+/* ---- vcattn eval ------------------------------------------------------------------ */
+
+/* Largest sequence the library takes (vcattn_attention_params_validate). */
+#define MAX_SEQ INT32_MAX
+/* Largest --heads list. */
+#define MAX_SELECTED_HEADS 4096
+
+typedef struct {
+    const char *npy[3];
+    int64_t grid[3];
+    int have_grid;
+    int64_t cube[3];
+    vcattn_workload_params wl;
+    int workload_heads_set;
+    int methods[VCATTN_METHOD_COUNT];
+    int method_count;
+    vcattn_kmeans_params km;
+    double scale;
+    int json;
+    int64_t tv_stride;
+    int threads;
+    int64_t query_rows; /* 0: every row */
+    int64_t heads[MAX_SELECTED_HEADS];
+    int64_t head_count; /* 0: every head */
+} eval_options;
+
+static int parse_methods(const char *list, eval_options *o) {
+    char buf[512];
+    if (strlen(list) >= sizeof buf) return 0;
+    strcpy(buf, list);
+    o->method_count = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        vcattn_method m;
+        if (vcattn_method_from_name(tok, &m) != VCATTN_STATUS_SUCCESS) {
+            fprintf(stderr, "vcattn: unknown method '%s'\n", tok);
+            return 0;
+        }
+        if (o->method_count < VCATTN_METHOD_COUNT) o->methods[o->method_count++] = (int)m;
+    }
+    return o->method_count > 0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* "0,5,17" or with ranges "0-3,8": head indices, sorted; 0 on a syntax error,
+ * a duplicate or more than MAX_SELECTED_HEADS heads. */
+static int parse_heads(const char *list, eval_options *o) {
+    const char *s = list;
+    o->head_count = 0;
+    for (;;) {
+        char *end;
+        if (*s < '0' || *s > '9') return 0;
+        long long a = strtoll(s, &end, 10), b = a;
+        if (*end == '-') {
+            if (end[1] < '0' || end[1] > '9') return 0;
+            b = strtoll(end + 1, &end, 10);
+        }
+        if (a < 0 || b < a || b > (1 << 20) || b - a >= MAX_SELECTED_HEADS - o->head_count) return 0;
+        for (long long h = a; h <= b; ++h) o->heads[o->head_count++] = h;
+        if (*end == '\0') break;
+        if (*end != ',') return 0;
+        s = end + 1;
+    }
+    qsort(o->heads, (size_t)o->head_count, sizeof o->heads[0], cmp_i64);
+    for (int64_t i = 1; i < o->head_count; ++i)
+        if (o->heads[i] == o->heads[i - 1]) return 0;
+    return 1;
+}
+
+/* Exactly three integers in [1, 2^20] separated by ',' or 'x' (no empty
+ * fields, no sign, nothing after). */
+static int parse_triple(const char *s, int64_t out[3]) {
+    if (!s) return 0;
+    for (int i = 0; i < 3; ++i) {
+        if (*s < '0' || *s > '9') return 0;
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (v < 1 || v > (1 << 20)) return 0;
+        out[i] = v;
+        if (i < 2 && *end != ',' && *end != 'x') return 0;
+        if (i == 2 && *end != '\0') return 0;
+        s = end + 1;
+    }
+    return 1;
+}
+
+static int parse_eval(int argc, char **argv, eval_options *o) {
+    memset(o, 0, sizeof *o);
+    vcattn_workload_params_init(&o->wl);
+    vcattn_kmeans_params_init(&o->km);
+    o->cube[0] = 2;
+    o->cube[1] = 8;
+    o->cube[2] = 8;
+    o->tv_stride = 16;
+    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) o->methods[m] = m;
+    o->method_count = VCATTN_METHOD_COUNT;
+    for (int i = 0; i < argc; ++i) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t n;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(k_eval_usage, stdout);
+            return -1;
+        } else if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "--quiet")) {
+            g_quiet = 1;
+        } else if (!strcmp(a, "--npy")) {
+            /* three file names, none of them an option: "--npy q k --json"
+             * must not read "--json" as V */
+            int got = 0;
+            while (got < 3 && i + 1 + got < argc && strncmp(argv[i + 1 + got], "--", 2) != 0) ++got;
+            if (got < 3) {
+                fprintf(stderr, "vcattn: --npy needs three files, Q.npy K.npy V.npy; got %d%s%s%s\n"
+                        "(see 'vcattn eval --help')\n", got,
+                        i + 1 + got < argc ? " before '" : "", i + 1 + got < argc ? argv[i + 1 + got] : "",
+                        i + 1 + got < argc ? "'" : "");
+                return VC_EXIT_USAGE;
+            }
+            for (int k = 0; k < 3; ++k) o->npy[k] = argv[++i];
+        } else if (!val) {
+            return vc_cli_usage_error("eval", "option '%s' needs a value (or is unknown)", a);
+        } else if (!strcmp(a, "--grid")) {
+            if (!parse_triple(val, o->grid))
+                return vc_cli_usage_error("eval", "--grid wants three positive integers T,H,W up to 1048576 "
+                                   "(e.g. 21,45,80), got '%s'", val);
+            o->have_grid = 1;
+            ++i;
+        } else if (!strcmp(a, "--cube")) {
+            if (!parse_triple(val, o->cube))
+                return vc_cli_usage_error("eval", "--cube wants three positive integers T,H,W up to 1048576 "
+                                   "(e.g. 2,8,8), got '%s'", val);
+            ++i;
+        } else if (!strcmp(a, "--methods")) {
+            if (!parse_methods(val, o)) return vc_cli_usage_error("eval", "bad --methods list '%s'", val);
+            ++i;
+        } else if (!strcmp(a, "--heads")) {
+            if (!parse_heads(val, o))
+                return vc_cli_usage_error("eval", "--heads wants distinct head indices >= 0, like 0,5,17 or 0-3,8, got '%s'", val);
+            ++i;
+        } else if (!strcmp(a, "--query-rows")) {
+            if (!vc_cli_parse_i64(val, 1, MAX_SEQ, &o->query_rows))
+                return vc_cli_usage_error("eval", "--query-rows wants a row count in [1, 2147483647], got '%s'", val);
+            ++i;
+        } else if (!strcmp(a, "--workload-heads") || !strcmp(a, "--frames") || !strcmp(a, "--height") ||
+                   !strcmp(a, "--width")) {
+            if (!vc_cli_parse_i64(val, 1, MAX_SEQ, &n)) {
+                fprintf(stderr, "vcattn: %s wants an integer in [1, 2147483647], got '%s'\n"
+                        "(see 'vcattn eval --help')\n", a, val);
+                return VC_EXIT_USAGE;
+            }
+            if (!strcmp(a, "--workload-heads")) {
+                o->wl.heads = n;
+                o->workload_heads_set = 1;
+            } else if (!strcmp(a, "--frames")) o->wl.frames = n;
+            else if (!strcmp(a, "--height")) o->wl.height = n;
+            else o->wl.width = n;
+            ++i;
+        } else if (!strcmp(a, "--head-dim")) {
+            if (!vc_cli_parse_i64(val, 1, 1 << 20, &n)) return vc_cli_usage_error("eval", "bad --head-dim '%s' (64 or 128)", val);
+            o->wl.head_dim = n;
+            ++i;
+        } else if (!strcmp(a, "--seed")) {
+            if (!vc_cli_parse_i64(val, 0, INT64_MAX, &n)) return vc_cli_usage_error("eval", "bad --seed '%s'", val);
+            o->wl.seed = (uint64_t)n;
+            o->km.seed = (uint64_t)n;
+            ++i;
+        } else if (!strcmp(a, "--clusters")) {
+            if (!vc_cli_parse_i64(val, 1, 1 << 16, &n)) return vc_cli_usage_error("eval", "bad --clusters '%s'", val);
+            o->km.clusters = (int)n;
+            ++i;
+        } else if (!strcmp(a, "--iterations")) {
+            if (!vc_cli_parse_i64(val, 1, 1000, &n)) return vc_cli_usage_error("eval", "bad --iterations '%s'", val);
+            o->km.iterations = (int)n;
+            ++i;
+        } else if (!strcmp(a, "--tv-stride")) {
+            if (!vc_cli_parse_i64(val, 1, 1 << 30, &o->tv_stride)) return vc_cli_usage_error("eval", "bad --tv-stride '%s'", val);
+            ++i;
+        } else if (!strcmp(a, "--threads")) {
+            if (!vc_cli_parse_i64(val, 0, 1024, &n)) return vc_cli_usage_error("eval", "bad --threads '%s'", val);
+            o->threads = (int)n;
+            ++i;
+        } else if (!strcmp(a, "--scale")) {
+            char *end;
+            o->scale = strtod(val, &end);
+            if (*end || !(o->scale > 0.0) || !isfinite(o->scale)) return vc_cli_usage_error("eval", "bad --scale '%s'", val);
+            ++i;
+        } else {
+            return vc_cli_usage_error("eval", "unknown option '%s'", a);
+        }
+    }
+    o->km.num_threads = o->threads;
+    /* the workload holds every selected head unless told its head count */
+    if (!o->npy[0] && !o->workload_heads_set && o->head_count > 0 && o->heads[o->head_count - 1] >= o->wl.heads)
+        o->wl.heads = o->heads[o->head_count - 1] + 1;
+    return 0;
+}
+
+typedef struct {
+    int64_t B, H, Sq, Skv, D;
+    float *q, *k, *v;
+} tensors;
+
+static void tensors_free(tensors *t) {
+    vcattn_free(t->q);
+    vcattn_free(t->k);
+    vcattn_free(t->v);
+}
+
+/* a * b, or -1 past int64 (operands >= 0) */
+static int64_t mul_or_neg(int64_t a, int64_t b) {
+    if (a < 0 || b < 0 || (a != 0 && b > INT64_MAX / a)) return -1;
+    return a * b;
+}
+
+static int load_inputs(eval_options *o, tensors *t) {
+    memset(t, 0, sizeof *t);
+    if (o->npy[0]) {
+        int64_t shapes[3][4];
+        float **dst[3] = {&t->q, &t->k, &t->v};
+        for (int i = 0; i < 3; ++i) {
+            vcattn_npy_error err;
+            vcattn_status st = vcattn_npy_load_ex(o->npy[i], dst[i], shapes[i], &err);
+            if (st) {
+                /* the message names the file, the cause and the fix */
+                fprintf(stderr, "vcattn: %s\n", err.message[0] ? err.message : vcattn_status_string(st));
+                return 1;
+            }
+        }
+        if (memcmp(shapes[1], shapes[2], sizeof shapes[1]) != 0 || shapes[0][0] != shapes[1][0] ||
+            shapes[0][1] != shapes[1][1] || shapes[0][3] != shapes[1][3]) {
+            fprintf(stderr, "vcattn: shapes disagree: Q (%lld,%lld,%lld,%lld), K (%lld,%lld,%lld,%lld), "
+                    "V (%lld,%lld,%lld,%lld); K and V must match, Q may differ in S only\n",
+                    (long long)shapes[0][0], (long long)shapes[0][1], (long long)shapes[0][2], (long long)shapes[0][3],
+                    (long long)shapes[1][0], (long long)shapes[1][1], (long long)shapes[1][2], (long long)shapes[1][3],
+                    (long long)shapes[2][0], (long long)shapes[2][1], (long long)shapes[2][2], (long long)shapes[2][3]);
+            return 1;
+        }
+        t->B = shapes[0][0];
+        t->H = shapes[0][1];
+        t->Sq = shapes[0][2];
+        t->Skv = shapes[1][2];
+        t->D = shapes[0][3];
+        /* the token grid describes the key/value sequence (the V statistics) */
+        if (o->have_grid && o->grid[0] * o->grid[1] * o->grid[2] != t->Skv) {
+            fprintf(stderr, "vcattn: --grid %lldx%lldx%lld = %lld tokens does not match the K/V sequence "
+                    "length %lld\n", (long long)o->grid[0], (long long)o->grid[1], (long long)o->grid[2],
+                    (long long)(o->grid[0] * o->grid[1] * o->grid[2]), (long long)t->Skv);
+            return 1;
+        }
+        return 0;
+    }
+    int64_t S = mul_or_neg(mul_or_neg(o->wl.frames, o->wl.height), o->wl.width);
+    if (S < 0 || S > MAX_SEQ) {
+        fprintf(stderr, "vcattn: --frames x --height x --width = %lld x %lld x %lld tokens is more than "
+                "the library's sequence limit of %d tokens; choose a smaller grid\n",
+                (long long)o->wl.frames, (long long)o->wl.height, (long long)o->wl.width, MAX_SEQ);
+        return VC_EXIT_USAGE;
+    }
+    int64_t n = mul_or_neg(mul_or_neg(mul_or_neg(o->wl.batch, o->wl.heads), S), o->wl.head_dim);
+    if (n < 0 || (uint64_t)n > SIZE_MAX / sizeof(float) / 3) {
+        fprintf(stderr, "vcattn: the workload (%lld heads x %lld tokens x D %lld) does not fit in memory "
+                "addressing; use fewer --workload-heads or a smaller grid\n",
+                (long long)o->wl.heads, (long long)S, (long long)o->wl.head_dim);
+        return VC_EXIT_USAGE;
+    }
+    t->B = o->wl.batch;
+    t->H = o->wl.heads;
+    t->Sq = t->Skv = S;
+    t->D = o->wl.head_dim;
+    o->grid[0] = o->wl.frames;
+    o->grid[1] = o->wl.height;
+    o->grid[2] = o->wl.width;
+    o->have_grid = 1;
+    t->q = (float *)malloc((size_t)n * sizeof(float));
+    t->k = (float *)malloc((size_t)n * sizeof(float));
+    t->v = (float *)malloc((size_t)n * sizeof(float));
+    if (!t->q || !t->k || !t->v) return vc_cli_fail("workload", VCATTN_STATUS_OUT_OF_MEMORY);
+    vcattn_status st = vcattn_workload_generate(&o->wl, t->q, t->k, t->v);
+    if (st) return vc_cli_fail("workload", st);
+    return 0;
+}
+
+static const char *k_order_names[3] = {"sequence", "cube", "clustered"};
+
+/* A JSON number, or null for what was not measured (< 0) or is not finite. */
+static const char *json_num(char *buf, size_t n, double x, int digits) {
+    if (!isfinite(x) || x < 0.0) return "null";
+    snprintf(buf, n, "%.*g", digits, x);
+    return buf;
+}
+
+/* Sums behind the fidelity metrics and the error budget (the formulas of
+ * src/metrics.c), so that one head's numbers and the overall ones (all
+ * evaluated heads' rows pooled) come from one code path. */
+typedef struct {
+    double err2, ref2, out2, dot, peak, max_err, val2, prob2, tv_sum;
+    int64_t n, tv_n;
+} metric_sums;
+
+static int sums_add(metric_sums *s, const float *ref, const float *out, const float *pqv, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        double r = ref[i], o = out[i], e = pqv[i], d = o - r;
+        if (!isfinite(r) || !isfinite(o) || !isfinite(e)) return 0;
+        s->err2 += d * d;
+        s->ref2 += r * r;
+        s->out2 += o * o;
+        s->dot += r * o;
+        s->peak = fmax(s->peak, fabs(r));
+        s->max_err = fmax(s->max_err, fabs(d));
+        s->val2 += (e - o) * (e - o);  /* P_q (V - V_q) */
+        s->prob2 += (r - e) * (r - e); /* (P - P_q) V */
+    }
+    s->n += n;
+    return 1;
+}
+
+static void sums_merge(metric_sums *into, const metric_sums *s) {
+    into->err2 += s->err2;
+    into->ref2 += s->ref2;
+    into->out2 += s->out2;
+    into->dot += s->dot;
+    into->peak = fmax(into->peak, s->peak);
+    into->max_err = fmax(into->max_err, s->max_err);
+    into->val2 += s->val2;
+    into->prob2 += s->prob2;
+    into->tv_sum += s->tv_sum;
+    into->n += s->n;
+    into->tv_n += s->tv_n;
+}
+
+typedef struct {
+    double rel_l2, cosine, psnr_db, max_abs_error, value_error_share, value_rel_l2,
+        probability_rel_l2, mean_row_tv;
+} metric_values;
+
+static metric_values sums_finish(const metric_sums *s) {
+    metric_values m;
+    m.rel_l2 = s->ref2 > 0.0 ? sqrt(s->err2 / s->ref2) : (s->err2 > 0.0 ? INFINITY : 0.0);
+    m.cosine = s->ref2 > 0.0 && s->out2 > 0.0 ? s->dot / sqrt(s->ref2 * s->out2) : (s->ref2 == s->out2 ? 1.0 : 0.0);
+    double rmse = sqrt(s->err2 / (double)s->n);
+    m.psnr_db = rmse > 0.0 ? 20.0 * log10(s->peak / rmse) : INFINITY;
+    m.max_abs_error = s->max_err;
+    double denom = s->ref2 > 0.0 ? sqrt(s->ref2) : 1.0;
+    m.value_rel_l2 = sqrt(s->val2) / denom;
+    m.probability_rel_l2 = sqrt(s->prob2) / denom;
+    m.value_error_share = s->val2 + s->prob2 > 0.0 ? s->val2 / (s->val2 + s->prob2) : 0.0;
+    m.mean_row_tv = s->tv_n > 0 ? s->tv_sum / (double)s->tv_n : -1.0;
+    return m;
+}
+
+static void print_json_metrics(const metric_values *m) {
+    char nb[32];
+    printf("\"rel_l2\": %.6g, \"cosine\": %.9f, \"psnr_db\": %s, \"max_abs_error\": %.6g, "
+           "\"value_error_share\": %.4f, \"value_rel_l2\": %.6g, \"probability_rel_l2\": %.6g, ",
+           m->rel_l2, m->cosine, json_num(nb, sizeof nb, m->psnr_db, 6), m->max_abs_error,
+           m->value_error_share, m->value_rel_l2, m->probability_rel_l2);
+    printf("\"mean_row_tv\": %s", json_num(nb, sizeof nb, m->mean_row_tv, 6));
+}
+
+static void print_table_row(const char *method, const char *head, const metric_values *m) {
+    printf("%-25s %5s %9.5f %10.7f %8.2f %18.1f%% %12.5f %18.5f %10.2f%%\n", method, head, m->rel_l2,
+           m->cosine, m->psnr_db, 100.0 * m->value_error_share, m->value_rel_l2, m->probability_rel_l2,
+           100.0 * m->mean_row_tv);
+}
+
+static void print_head_list(FILE *f, const int64_t *heads, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) fprintf(f, "%s%lld", i ? "," : "", (long long)heads[i]);
+}
+
+int vc_cmd_eval(int argc, char **argv) {
+    eval_options o;
+    int rc = parse_eval(argc, argv, &o);
+    if (rc == -1) return 0;
+    if (rc) return rc;
+    tensors t;
+    double t0 = vc_cli_now_seconds();
+    if ((rc = load_inputs(&o, &t))) {
+        tensors_free(&t);
+        return rc;
+    }
+    const int64_t B = t.B, H = t.H, Sq = t.Sq, Skv = t.Skv, D = t.D;
+    /* which heads: --heads, else all of them */
+    if (o.head_count == 0) {
+        if (H > MAX_SELECTED_HEADS) {
+            fprintf(stderr, "vcattn: the input has %lld heads, more than the %d one run evaluates; "
+                    "choose some with --heads\n", (long long)H, MAX_SELECTED_HEADS);
+            tensors_free(&t);
+            return VC_EXIT_USAGE;
+        }
+        for (int64_t h = 0; h < H; ++h) o.heads[o.head_count++] = h;
+    } else if (o.heads[o.head_count - 1] >= H) {
+        fprintf(stderr, "vcattn: --heads names head %lld, but the input has %lld heads (0..%lld)\n",
+                (long long)o.heads[o.head_count - 1], (long long)H, (long long)(H - 1));
+        tensors_free(&t);
+        return VC_EXIT_USAGE;
+    }
+    const int64_t nh = o.head_count;
+    /* which query rows: --query-rows n evenly strided, rows[i] = floor(i * Sq / n);
+     * n >= Sq means every row */
+    const int sampled = o.query_rows > 0 && o.query_rows < Sq;
+    const int64_t nr = sampled ? o.query_rows : Sq;
+    const int64_t ntv = (nr + o.tv_stride - 1) / o.tv_stride; /* row TV samples per (batch, head) */
+
+    const int64_t hs[3] = {H * Sq * D, Sq * D, D};   /* strides of Q (and of the full output) */
+    const int64_t ks[3] = {H * Skv * D, Skv * D, D}; /* of K and V */
+    const int64_t per_head = B * nr * D;             /* evaluated output values of one head */
+    const int nm = o.method_count;
+    float *ref = (float *)malloc((size_t)per_head * sizeof(float));
+    float *out = (float *)malloc((size_t)per_head * sizeof(float));
+    float *pqv = (float *)malloc((size_t)per_head * sizeof(float));
+    int64_t *rows = sampled ? (int64_t *)malloc((size_t)nr * sizeof(int64_t)) : NULL;
+    int32_t *perm = (int32_t *)malloc((size_t)(B * Skv) * sizeof(int32_t));
+    int32_t *cube = o.have_grid ? (int32_t *)malloc((size_t)Skv * sizeof(int32_t)) : NULL;
+    double *tv = (double *)malloc((size_t)(B * ntv) * sizeof(double));
+    metric_sums *hsum = (metric_sums *)calloc((size_t)(nm * nh), sizeof(metric_sums));
+    double *secs = (double *)calloc((size_t)nm, sizeof(double));
+    if (!ref || !out || !pqv || (sampled && !rows) || !perm || (o.have_grid && !cube) || !tv || !hsum || !secs) {
+        rc = vc_cli_fail("eval", VCATTN_STATUS_OUT_OF_MEMORY);
+        goto done;
+    }
+    vcattn_status st;
+    if (sampled && (st = vcattn_strided_rows(Sq, nr, rows))) { rc = vc_cli_fail("strided_rows", st); goto done; }
+
+    progress("vcattn eval: %s, B=%lld H=%lld Sq=%lld Skv=%lld D=%lld\n",
+             o.npy[0] ? "captured tensors" : "synthetic video-DiT workload", (long long)B, (long long)H,
+             (long long)Sq, (long long)Skv, (long long)D);
+    if (sampled) progress("  %lld query rows per head (row floor(i*%lld/%lld)), each over all %lld keys\n",
+                          (long long)nr, (long long)Sq, (long long)nr, (long long)Skv);
+
+    /* V statistics: the block-energy share in three orders, averaged over the evaluated heads */
+    double share_sum[3] = {0.0, 0.0, 0.0};
+    int have_share[3] = {Skv >= 128, Skv >= 128 && cube != NULL, Skv >= 128};
+    if (cube && (st = vcattn_cube_permutation(o.grid[0], o.grid[1], o.grid[2], o.cube[0], o.cube[1], o.cube[2], cube))) {
+        rc = vc_cli_fail("cube_permutation", st);
+        goto done;
+    }
+
+    double t_heads = vc_cli_now_seconds();
+    for (int64_t hi = 0; hi < nh; ++hi) {
+        const int64_t h = o.heads[hi];
+        const float *qh = t.q + h * hs[1], *kh = t.k + h * ks[1], *vh = t.v + h * ks[1];
+        double th = vc_cli_now_seconds(), ts;
+        progress("head %lld (%lld/%lld):", (long long)h, (long long)(hi + 1), (long long)nh);
+
+        /* this head of every batch item, as a (B, 1, S, D) view; the output is (B, 1, nr, D) */
+        vcattn_attention_params p;
+        vcattn_attention_params_init(&p, B, 1, Sq, Skv, D, qh, kh, vh, ref);
+        memcpy(p.q_stride, hs, sizeof hs);
+        memcpy(p.k_stride, ks, sizeof ks);
+        memcpy(p.v_stride, ks, sizeof ks);
+        p.o_stride[0] = nr * D;
+        p.o_stride[1] = nr * D;
+        p.o_stride[2] = D;
+        p.softmax_scale = o.scale;
+        p.num_threads = o.threads;
+        ts = vc_cli_now_seconds();
+        st = sampled ? vcattn_reference_attention_rows(&p, rows, nr) : vcattn_reference_attention(&p);
+        if (st) { progress("\n"); rc = vc_cli_fail("reference", st); goto done; }
+        progress(" reference %.1f s", vc_cli_now_seconds() - ts);
+
+        ts = vc_cli_now_seconds();
+        /* the plan this head gets in a whole-tensor call (its own seed stream) */
+        st = vcattn_vsmooth_plan_heads(vh, B, 1, h, Skv, D, ks, &o.km, perm, NULL, NULL);
+        if (st) { progress("\n"); rc = vc_cli_fail("vsmooth_plan", st); goto done; }
+        progress(", k-means %.1f s", vc_cli_now_seconds() - ts);
+        if (Skv >= 128) {
+            double s[3] = {0.0, 0.0, 0.0};
+            st = vcattn_block_energy_share(vh, B, 1, Skv, D, ks, NULL, 0, &s[0]);
+            if (!st && cube) st = vcattn_block_energy_share(vh, B, 1, Skv, D, ks, cube, 0, &s[1]);
+            if (!st) st = vcattn_block_energy_share(vh, B, 1, Skv, D, ks, perm, Skv, &s[2]);
+            if (st) { progress("\n"); rc = vc_cli_fail("block_energy_share", st); goto done; }
+            for (int i = 0; i < 3; ++i) share_sum[i] += s[i];
+        }
+
+        for (int mi = 0; mi < nm; ++mi) {
+            vcattn_method m = (vcattn_method)o.methods[mi];
+            vcattn_method_config cfg;
+            vcattn_method_config_get(m, &cfg);
+            p.o = out;
+            vcattn_sim_outputs extra = {pqv, tv, o.tv_stride, NULL};
+            ts = vc_cli_now_seconds();
+            st = sampled ? vcattn_simulate_attention_rows(&p, &cfg, perm, rows, nr, &extra)
+                         : vcattn_simulate_attention(&p, &cfg, perm, &extra);
+            if (st) { progress("\n"); rc = vc_cli_fail(vcattn_method_name(m), st); goto done; }
+            double dt = vc_cli_now_seconds() - ts;
+            secs[mi] += dt;
+            progress(", %s %.1f s", vcattn_method_name(m), dt);
+            metric_sums *s = &hsum[mi * nh + hi];
+            if (!sums_add(s, ref, out, pqv, per_head)) {
+                /* finite inputs; the simulation reports what it cannot answer, so this is a bug */
+                progress("\n");
+                fprintf(stderr, "vcattn: %s: the output or the reference is not finite (finite inputs)\n", vcattn_method_name(m));
+                rc = 1;
+                goto done;
+            }
+            for (int64_t i = 0; i < B * ntv; ++i) s->tv_sum += tv[i];
+            s->tv_n = B * ntv;
+        }
+        double elapsed = vc_cli_now_seconds() - t_heads;
+        progress("; head %.1f s, elapsed %.1f s, about %.0f s left\n", vc_cli_now_seconds() - th, vc_cli_now_seconds() - t0,
+                 elapsed / (double)(hi + 1) * (double)(nh - hi - 1));
+    }
+
+    /* ---- results: all at the end, so that an error never leaves partial JSON ---- */
+    double share[3];
+    for (int i = 0; i < 3; ++i) share[i] = have_share[i] ? share_sum[i] / (double)nh : -1.0;
+    if (o.json) {
+        char nb[3][32];
+        for (int mi = 0; mi < nm; ++mi) {
+            metric_sums all;
+            memset(&all, 0, sizeof all);
+            for (int64_t hi = 0; hi < nh; ++hi) sums_merge(&all, &hsum[mi * nh + hi]);
+            metric_values mv = sums_finish(&all);
+            printf("{\"method\": \"%s\", ", vcattn_method_name((vcattn_method)o.methods[mi]));
+            print_json_metrics(&mv);
+            printf(", \"block_energy_share_sequence\": %s, \"block_energy_share_cube\": %s, "
+                   "\"block_energy_share_clustered\": %s, \"seconds\": %.2f, "
+                   "\"shape\": [%lld, %lld, %lld, %lld], \"seq_kv\": %lld, \"query_rows\": %lld, "
+                   "\"query_row_rule\": \"%s\", \"row_tv_rows\": %lld, \"evaluated_heads\": [",
+                   json_num(nb[0], 32, share[0], 4), json_num(nb[1], 32, share[1], 4),
+                   json_num(nb[2], 32, share[2], 4), secs[mi], (long long)B, (long long)H, (long long)Sq,
+                   (long long)D, (long long)Skv, (long long)nr, sampled ? "floor(i*seq_q/query_rows)" : "all",
+                   (long long)ntv);
+            print_head_list(stdout, o.heads, nh);
+            printf("], \"heads\": [");
+            for (int64_t hi = 0; hi < nh; ++hi) {
+                metric_values hv = sums_finish(&hsum[mi * nh + hi]);
+                printf("%s{\"head\": %lld, ", hi ? ", " : "", (long long)o.heads[hi]);
+                print_json_metrics(&hv);
+                printf("}");
+            }
+            printf("]}\n");
+        }
+    } else {
+        printf("evaluated: heads ");
+        print_head_list(stdout, o.heads, nh);
+        printf(" of %lld; ", (long long)H);
+        if (sampled)
+            printf("%lld of %lld query rows per head (row floor(i*%lld/%lld)), each over all %lld keys\n",
+                   (long long)nr, (long long)Sq, (long long)Sq, (long long)nr, (long long)Skv);
+        else
+            printf("all %lld query rows per head, over all %lld keys\n", (long long)Sq, (long long)Skv);
+        printf("mean_row_tv over %lld evaluated rows per head and batch item (--tv-stride %lld)\n",
+               (long long)ntv, (long long)o.tv_stride);
+        printf("V block-energy share removed by the 128-token block mean:");
+        for (int i = 0; i < 3; ++i)
+            if (share[i] >= 0.0) printf(" %s %.1f%%", k_order_names[i], 100.0 * share[i]);
+            else printf(" %s n/a", k_order_names[i]);
+        printf("\n\n%-25s %5s %9s %10s %8s %19s %12s %18s %11s\n", "method", "head", "rel_l2", "cosine",
+               "psnr_db", "value_error_share", "value_rel_l2", "probability_rel_l2", "mean_row_tv");
+        for (int mi = 0; mi < nm; ++mi) {
+            const char *name = vcattn_method_name((vcattn_method)o.methods[mi]);
+            metric_sums all;
+            memset(&all, 0, sizeof all);
+            for (int64_t hi = 0; hi < nh; ++hi) {
+                sums_merge(&all, &hsum[mi * nh + hi]);
+                if (nh > 1) {
+                    char hb[24];
+                    snprintf(hb, sizeof hb, "%lld", (long long)o.heads[hi]);
+                    metric_values hv = sums_finish(&hsum[mi * nh + hi]);
+                    print_table_row(name, hb, &hv);
+                }
+            }
+            metric_values mv = sums_finish(&all);
+            print_table_row(name, "all", &mv);
+        }
+    }
+    fflush(stdout);
+    progress("done in %.1f s\n", vc_cli_now_seconds() - t0);
+done:
+    free(ref);
+    free(out);
+    free(pqv);
+    free(rows);
+    free(perm);
+    free(cube);
+    free(tv);
+    free(hsum);
+    free(secs);
+    tensors_free(&t);
+    return rc;
+}
+
