@@ -77,12 +77,6 @@
 #define WL_BLOB_TOKENS 32     /* outlier tokens per blob (the blob count follows) */
 #define WL_MAX_BLOBS 16
 #define WL_PARAM_MAX 1.0e6f   /* larger offsets/scales could overflow float */
-/* Video presets (chosen before any method was run on them; docs/workload.md) */
-#define WL_PRESET_Q_OFFSET 0.5f          /* Q channel-offset std: a quarter of K's 2.0 */
-#define WL_PRESET_QK_ALIGN 0.5f          /* Q offset half aligned with K's: positional heads */
-#define WL_PRESET_HEAD_SCALE_MIN 0.5f    /* per-head logit temperature, log-uniform over */
-#define WL_PRESET_HEAD_SCALE_MAX 2.0f    /*   a factor 4 centred on the built-in's 1 */
-#define WL_PRESET_FRAME_TOKEN_SCALE 20.0f /* first-of-frame V, like v_outlier_scale but dense */
 
 /* purposes of the random streams */
 enum { WL_STREAM_FIELD = 1, WL_STREAM_BLOBS, WL_STREAM_HEAD, WL_STREAM_NOISE_Q,
@@ -611,52 +605,5 @@ vcattn_status vcattn_workload_generate(const vcattn_workload_params *p, float *q
     free(rope);
     free(z);
     free(mag);
-    return VCATTN_STATUS_SUCCESS;
-}
-
-/* ---- presets (docs/workload.md, "Long-video presets") ------------------------ */
-
-typedef struct {
-    const char *name;
-    int64_t heads, frames, height, width;
-    float rope_theta;
-    int rope_dims[3];
-} wl_preset;
-
-/* Grids: latent frames = (frames - 1) / 4 + 1 (causal 4x temporal VAE),
- * spatial = pixels / 8 (VAE) / 2 (1x2x2 patchify). */
-static const wl_preset wl_presets[] = {
-    /* Wan2.1/2.2 720p: 81 frames x 720 x 1280 -> 21 x 45 x 80; RoPE 44/42/42, theta 1e4 */
-    {"video-long-wan720p", 4, 21, 45, 80, 10000.0f, {44, 42, 42}},
-    /* HunyuanVideo 720p: 129 frames x 720 x 1280 -> 33 x 45 x 80; RoPE 16/56/56, theta 256 */
-    {"video-long-hunyuan720p", 4, 33, 45, 80, 256.0f, {16, 56, 56}},
-    /* a short clip: 13 frames x 768 x 800 through Wan's VAE/patchify -> 4 x 48 x 50 */
-    {"video-9600", 8, 4, 48, 50, 10000.0f, {44, 42, 42}},
-};
-
-const char *vcattn_workload_preset_name(int index) {
-    if (index < 0 || index >= (int)(sizeof wl_presets / sizeof wl_presets[0])) return NULL;
-    return wl_presets[index].name;
-}
-
-vcattn_status vcattn_workload_preset(const char *name, vcattn_workload_params *p) {
-    if (!name || !p) return VCATTN_STATUS_NULL_POINTER;
-    const wl_preset *w = NULL;
-    for (size_t i = 0; i < sizeof wl_presets / sizeof wl_presets[0]; ++i)
-        if (!strcmp(name, wl_presets[i].name)) w = &wl_presets[i];
-    if (!w) return VCATTN_STATUS_INVALID_ARGUMENT;
-    vcattn_workload_params_init(p);
-    p->heads = w->heads;
-    p->frames = w->frames;
-    p->height = w->height;
-    p->width = w->width;
-    p->rope_theta = w->rope_theta;
-    for (int a = 0; a < 3; ++a) p->rope_dims[a] = w->rope_dims[a];
-    /* the physical settings shared by the video presets (docs/workload.md) */
-    p->q_channel_offset = WL_PRESET_Q_OFFSET;
-    p->qk_offset_alignment = WL_PRESET_QK_ALIGN;
-    p->head_scale_min = WL_PRESET_HEAD_SCALE_MIN;
-    p->head_scale_max = WL_PRESET_HEAD_SCALE_MAX;
-    p->v_frame_token_scale = WL_PRESET_FRAME_TOKEN_SCALE;
     return VCATTN_STATUS_SUCCESS;
 }
