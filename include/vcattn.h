@@ -107,6 +107,8 @@ typedef enum vcattn_method {
     VCATTN_METHOD_VSMOOTH_4BIT,         /* sage3-4bit + V-Smooth NVFP4 residual */
     VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT, /* vsmooth-expcast-8bit with a second, shallower
                                                 line for the underflow tail (row max at 448) */
+    VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, /* vsmooth-expcast-8bit with each block's P
+                                                    against its own max (VCATTN_P_SCALE_BLOCK_MAX) */
     VCATTN_METHOD_COUNT
 } vcattn_method;
 
@@ -137,6 +139,14 @@ typedef enum vcattn_p_format {
     VCATTN_P_FORMAT_EXPCAST_TAIL /* ExpCast with the tail line (numerics.h, vc_expcast_tail_code_biased) */
 } vcattn_p_format;
 
+/* The scale each key block's P is written against (numerics.h, "the block-max
+ * P scale"): the running row max of the online softmax, or the block's own max,
+ * falling at most 2 log2 units per block (only with P_FORMAT_E4M3 or EXPCAST). */
+typedef enum vcattn_p_scale {
+    VCATTN_P_SCALE_RUNNING_MAX = 0,
+    VCATTN_P_SCALE_BLOCK_MAX
+} vcattn_p_scale;
+
 /* One code path, many methods: a method is a named set of these flags. */
 typedef struct vcattn_method_config {
     vcattn_qk_format qk_format;
@@ -147,6 +157,7 @@ typedef struct vcattn_method_config {
     int v_smooth;           /* permute K/V by the plan, demean each 128-token block */
     vcattn_p_format p_format;
     int rowsum_from_quantized_p; /* l (and the restore's r) from quantized P; else FP32 P */
+    vcattn_p_scale p_scale;      /* what each block's P is scaled against (0: the running max) */
 } vcattn_method_config;
 
 const char *vcattn_method_name(vcattn_method method); /* "sage2-8bit", NULL if out of range */

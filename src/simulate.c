@@ -33,7 +33,11 @@ static vcattn_status check_config(const vcattn_method_config *cfg) {
     if ((unsigned)cfg->qk_format > VCATTN_QK_FORMAT_NVFP4 ||
         (unsigned)cfg->qk_granularity > VCATTN_QK_GRANULARITY_THREAD ||
         (unsigned)cfg->v_format > VCATTN_V_FORMAT_NVFP4 ||
-        (unsigned)cfg->p_format > VCATTN_P_FORMAT_EXPCAST_TAIL)
+        (unsigned)cfg->p_format > VCATTN_P_FORMAT_EXPCAST_TAIL || (unsigned)cfg->p_scale > VCATTN_P_SCALE_BLOCK_MAX)
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    /* the block-max scale's descent bound is set by the FP16 restore with P <= 448 */
+    if (cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX && cfg->p_format != VCATTN_P_FORMAT_E4M3 &&
+        cfg->p_format != VCATTN_P_FORMAT_EXPCAST)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (cfg->qk_format == VCATTN_QK_FORMAT_NVFP4 && cfg->qk_granularity != VCATTN_QK_GRANULARITY_BLOCK)
         return VCATTN_STATUS_INVALID_ARGUMENT;

@@ -112,7 +112,8 @@ static double rel_max_diff_f64(const double *a, const double *b, int64_t n) {
 }
 
 static const vcattn_method_config k_exact = {VCATTN_QK_FORMAT_FP32, VCATTN_QK_GRANULARITY_BLOCK, 0, 0,
-                                             VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0};
+                                             VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0,
+                                             VCATTN_P_SCALE_RUNNING_MAX};
 
 /* Direct two-pass softmax of one row, for the reference itself. */
 TEST(reference_matches_direct_softmax) {
@@ -241,15 +242,17 @@ TEST(methods_are_accurate_and_budget_adds_up) {
      * (a method that silently stops quantizing fails them too).
      * vsmooth-expcast-tail-8bit (seeds 1-40): rel_l2 0.0077-0.0104, row TV
      * 0.0143-0.0145, share 0.38-0.42; max |dLSE| <= 0.038 (seeds 1-20) with the
-     * P scale 2^8.75 (0.042 with 448, the top code's value). */
-    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.04, 0.016, 0.014, 0.015, 0.11, 0.095, 0.016};
-    const double min_rel_l2[VCATTN_METHOD_COUNT] = {0.009, 0.004, 0.0035, 0.0035, 0.03, 0.023, 0.0038};
-    const double max_tv[VCATTN_METHOD_COUNT] = {0.065, 0.019, 0.019, 0.021, 0.175, 0.18, 0.022};
-    const double min_tv[VCATTN_METHOD_COUNT] = {0.018, 0.006, 0.006, 0.0068, 0.057, 0.059, 0.0071};
-    const double share_lo[VCATTN_METHOD_COUNT] = {0.035, 0.4, 0.38, 0.33, 0.065, 0.075, 0.19};
-    const double share_hi[VCATTN_METHOD_COUNT] = {0.18, 0.75, 0.75, 0.7, 0.25, 0.28, 0.65};
+     * P scale 2^8.75 (0.042 with 448, the top code's value).
+     * vsmooth-expcast-blockmax-8bit (seeds 1-40): rel_l2 0.0067-0.0090, max |dLSE|
+     * 0.015-0.023, row TV 0.0131-0.0134, share 0.50-0.55. */
+    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.04, 0.016, 0.014, 0.015, 0.11, 0.095, 0.016, 0.0135};
+    const double min_rel_l2[VCATTN_METHOD_COUNT] = {0.009, 0.004, 0.0035, 0.0035, 0.03, 0.023, 0.0038, 0.0033};
+    const double max_tv[VCATTN_METHOD_COUNT] = {0.065, 0.019, 0.019, 0.021, 0.175, 0.18, 0.022, 0.02};
+    const double min_tv[VCATTN_METHOD_COUNT] = {0.018, 0.006, 0.006, 0.0068, 0.057, 0.059, 0.0071, 0.0065};
+    const double share_lo[VCATTN_METHOD_COUNT] = {0.035, 0.4, 0.38, 0.33, 0.065, 0.075, 0.19, 0.33};
+    const double share_hi[VCATTN_METHOD_COUNT] = {0.18, 0.75, 0.75, 0.7, 0.25, 0.28, 0.65, 0.75};
     /* unsmoothed E4M3 and NVFP4 scores carry percent-level errors of |s| ~ 3 */
-    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.65, 0.04, 0.035, 0.04, 0.6, 0.6, 0.065};
+    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.65, 0.04, 0.035, 0.04, 0.6, 0.6, 0.065, 0.035};
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
         vcattn_method_config cfg;
         CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
@@ -910,6 +913,74 @@ TEST(sampled_rows_rule_and_bad_lists) {
     vcattn_attention_params b = p;
     b.o_stride[2] = 32; /* output rows of 64 would overlap */
     CHECK_STATUS(vcattn_reference_attention_rows(&b, ok, 2), VCATTN_STATUS_BAD_STRIDE);
+    problem_free(&pr);
+}
+
+/* The block-max scale (numerics.h): a row whose block 0 holds the max key
+ * and whose later blocks sit 13-19 octaves below it, each block's keys within
+ * an octave of one another (V unrelated to the max key's).  Against the
+ * running max ExpCast drops most of that mass; against each block's own max
+ * (reached after a few blocks of 2-octave descent) it keeps it, so
+ * vsmooth-expcast-blockmax-8bit stays much closer to the exact-exp path.
+ * Key 0 alone is the max (its block's other keys are far too).
+ * Also: a staircase of blocks 40 octaves apart (the descent bound and the
+ * floor engage) stays finite and matches the reference.  Fails when the
+ * scale rule is lost, inverted or unbounded. */
+TEST(expcast_blockmax_keeps_the_far_blocks) {
+    const int64_t Sq = 128, Skv = 2048, D = 64;
+    problem pr = problem_make(1, 1, Sq, Skv, D, 1.0, 0.0, 0.0);
+    test_rng rng = {test_seed()};
+    for (int64_t i = 0; i < Sq * D; ++i) pr.q[i] = (float)(0.05 * test_rng_normal(&rng));
+    for (int64_t i = 0; i < Sq; ++i) pr.q[i * D] = 20.0f;
+    double block_gap = 0.0;
+    for (int64_t j = 0; j < Skv; ++j) {
+        if (j % 128 == 0) block_gap = 13.0 + 6.0 * test_rng_uniform(&rng);
+        for (int64_t d = 1; d < D; ++d) pr.k[j * D + d] = (float)(0.05 * test_rng_normal(&rng));
+        const double gap = j == 0 ? 0.0 : block_gap + test_rng_uniform(&rng); /* octaves */
+        pr.k[j * D] = (float)(5.0 - gap * 0.6931471805599453 * 8.0 / 20.0);
+    }
+    double err[2];
+    const vcattn_method methods[3] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
+                                      VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
+    float *oexp = alloc_floats(Sq * D);
+    for (int m = 0; m < 3; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get(methods[m], &cfg);
+        vcattn_attention_params sim = params_of(&pr, m == 0 ? oexp : pr.o2, NULL);
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+        if (m == 0) continue;
+        vcattn_fidelity f;
+        vcattn_fidelity_compare(oexp, pr.o2, Sq * D, &f);
+        err[m - 1] = f.rel_l2;
+    }
+    if (measuring()) printf("    M vs exp path: expcast %.4g blockmax %.4g\n", err[0], err[1]);
+    /* measured (seeds 1-8): expcast 0.013-0.021, blockmax 0.00013-0.0025 (ratio <= 0.19) */
+    CHECK_MSG(err[0] > 0.01, "the far blocks must carry mass ExpCast drops: %g", err[0]);
+    CHECK_MSG(err[1] < 0.3 * err[0], "blockmax %g vs expcast %g", err[1], err[0]);
+
+    /* staircase: block b's keys 40 b octaves below the max (16 blocks: 600
+     * octaves, far past FP32's range if the scale followed them unbounded) */
+    for (int64_t j = 0; j < Skv; ++j) pr.k[j * D] = (float)(5.0 - 40.0 * (double)(j / 128) * 0.6931471805599453 * 8.0 / 20.0);
+    vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
+    CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+    double stair[2];
+    int finite = 1;
+    for (int m = 1; m < 3; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get(methods[m], &cfg);
+        vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+        vcattn_fidelity f;
+        vcattn_fidelity_compare(pr.o, pr.o2, Sq * D, &f);
+        stair[m - 1] = f.rel_l2;
+        for (int64_t i = 0; i < Sq * D; ++i) finite &= isfinite(pr.o2[i]);
+        for (int64_t i = 0; i < Sq; ++i) finite &= isfinite(pr.lse2[i]);
+    }
+    if (measuring()) printf("    M staircase rel_l2 expcast %.4g blockmax %.4g\n", stair[0], stair[1]);
+    /* only block 0 carries mass: both are ExpCast on 128 keys (0.020-0.031, seeds 1-8) */
+    CHECK_MSG(finite && stair[1] < 1.1 * stair[0] + 1e-3, "staircase: finite %d rel_l2 %g (expcast %g)", finite,
+              stair[1], stair[0]);
+    free(oexp);
     problem_free(&pr);
 }
 

@@ -155,7 +155,8 @@ TEST(score_overflow_is_a_clear_status) {
         CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SCORE_OVERFLOW);
     }
     const vcattn_method_config exact = {VCATTN_QK_FORMAT_FP32, VCATTN_QK_GRANULARITY_BLOCK, 0, 0,
-                                        VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0};
+                                        VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0,
+                                        VCATTN_P_SCALE_RUNNING_MAX};
     CHECK_STATUS(vcattn_simulate_attention(&p, &exact, NULL, NULL), VCATTN_STATUS_SUCCESS);
     CHECK(rel_l2(ref, out, nq) < 1e-6);
     CHECK(strstr(vcattn_status_string(VCATTN_STATUS_SCORE_OVERFLOW), "overflow float32") != NULL);

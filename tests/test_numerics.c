@@ -300,6 +300,31 @@ TEST(gpu_calls_report_not_built_without_cuda) {
 }
 #endif
 
+/* The block-max scale (numerics.h) over random walks of block maxima with
+ * long descents (steps down of 0-60 log2 units, jumps up): the block's max
+ * always lands at or below the scale (codes <= the top code), the scale falls
+ * at most DESCENT per block (alpha <= 4: the FP16 restore fits), never sits
+ * more than FLOOR below the running max (O and l stay finite), and follows
+ * the block's max whenever those bounds allow. */
+TEST(blockmax_scale_bounds) {
+    test_rng rng = {test_seed()};
+    for (int walk = 0; walk < 200; ++walk) {
+        float m = -INFINITY, f = -INFINITY, run = -INFINITY, bm = (float)(100.0 * test_rng_normal(&rng));
+        for (int n = 0; n < 400; ++n) {
+            const float m_new = vc_blockmax_scale(m, f, bm);
+            f = vc_blockmax_floor(f, bm);
+            run = fmaxf(run, bm);
+            CHECK(m_new >= bm);
+            CHECK(n == 0 ? m_new == bm : m_new >= m - VC_BLOCKMAX_DESCENT);
+            CHECK(m_new >= run - VC_BLOCKMAX_FLOOR && m_new <= run);
+            if (n > 0 && bm >= m - VC_BLOCKMAX_DESCENT && bm >= run - VC_BLOCKMAX_FLOOR) CHECK(m_new == bm);
+            m = m_new;
+            const double u = test_rng_uniform(&rng);
+            bm += u < 0.1 ? (float)(80.0 * test_rng_uniform(&rng)) : (float)(-60.0 * test_rng_uniform(&rng));
+        }
+    }
+}
+
 /* ExpCast with the tail line (numerics.h): the row max lands on 126 (448),
  * never on 127 (NaN in e4m3fn); above code 8 the code is line 1's RNE; the
  * code never decreases as u grows; keys down to ~18 octaves keep a non-zero

@@ -13,13 +13,15 @@ METHODS = vcattn.methods()
 
 def test_methods_and_configs():
     assert METHODS == ["fp8-naive", "sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "sage3-4bit",
-                       "vsmooth-4bit", "vsmooth-expcast-tail-8bit"]
-    assert vcattn.DEFAULT_METHOD == "vsmooth-expcast-tail-8bit"
+                       "vsmooth-4bit", "vsmooth-expcast-tail-8bit", "vsmooth-expcast-blockmax-8bit"]
+    assert vcattn.DEFAULT_METHOD == "vsmooth-expcast-blockmax-8bit"
     c = vcattn.method_config("vsmooth-expcast-8bit")
     assert c["v_smooth"] and c["p_format"] == "expcast" and c["qk_format"] == "int8"
     assert not vcattn.method_config("sage2-8bit")["v_smooth"]
     t = vcattn.method_config("vsmooth-expcast-tail-8bit")
-    assert t["v_smooth"] and t["p_format"] == "expcast_tail"
+    assert t["v_smooth"] and t["p_format"] == "expcast_tail" and t["p_scale"] == "running_max"
+    b = vcattn.method_config("vsmooth-expcast-blockmax-8bit")
+    assert b["v_smooth"] and b["p_format"] == "expcast" and b["p_scale"] == "block_max"
 
 
 def test_library_info():
@@ -105,6 +107,7 @@ def test_lse_matches_reference(rng, method):
     # The tail variant shares ExpCast's line above code 8 (shifted by 6 codes), hence its ratio range.
     tol = {"vsmooth-expcast-8bit": -math.log(facts["ratio_min"]) + 0.02,
            "vsmooth-expcast-tail-8bit": -math.log(facts["ratio_min"]) + 0.02,
+           "vsmooth-expcast-blockmax-8bit": -math.log(facts["ratio_min"]) + 0.02,
            "fp8-naive": 0.15, "sage3-4bit": 0.25, "vsmooth-4bit": 0.25}.get(method, 0.03)
     err = np.abs(lse - lse_ref).max()
     assert err < tol, (method, err, tol)

@@ -7,7 +7,8 @@ import pytest
 import vcattn
 from helpers import make_qkv
 
-EIGHT_BIT = ["sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit"]
+EIGHT_BIT = ["sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit",
+             "vsmooth-expcast-blockmax-8bit"]
 FOUR_BIT = ["sage3-4bit", "vsmooth-4bit"]
 
 

@@ -147,6 +147,7 @@ class MethodConfig(ctypes.Structure):
         ("smooth_k", ctypes.c_int), ("smooth_q", ctypes.c_int),
         ("v_format", ctypes.c_int), ("v_smooth", ctypes.c_int),
         ("p_format", ctypes.c_int), ("rowsum_from_quantized_p", ctypes.c_int),
+        ("p_scale", ctypes.c_int),
     ]
 
 

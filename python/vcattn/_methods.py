@@ -12,14 +12,16 @@ from ._lib import check, lib
 
 __all__ = ["DEFAULT_METHOD", "GPU_METHODS", "methods", "method_id", "method_config", "config", "uses_vsmooth"]
 
-DEFAULT_METHOD = "vsmooth-expcast-tail-8bit"
+DEFAULT_METHOD = "vsmooth-expcast-blockmax-8bit"
 # Methods the Hopper kernel implements (include/vcattn.h); the 4-bit ones need Blackwell.
-GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit")
+GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit",
+               "vsmooth-expcast-blockmax-8bit")
 
 _QK_FORMATS = ("fp32", "int8", "e4m3", "nvfp4")
 _QK_GRAN = ("block", "thread")
 _V_FORMATS = ("fp32", "e4m3_per_block", "e4m3_per_channel", "nvfp4")
 _P_FORMATS = ("fp32", "e4m3", "expcast", "nvfp4", "expcast_tail")
+_P_SCALES = ("running_max", "block_max")
 _CONFIG_FIELDS = [name for name, _ in _lib.MethodConfig._fields_]
 
 
@@ -77,4 +79,4 @@ def method_config(method: str) -> dict:
     return dict(qk_format=_QK_FORMATS[c.qk_format], qk_granularity=_QK_GRAN[c.qk_granularity],
                 smooth_k=bool(c.smooth_k), smooth_q=bool(c.smooth_q), v_format=_V_FORMATS[c.v_format],
                 v_smooth=bool(c.v_smooth), p_format=_P_FORMATS[c.p_format],
-                rowsum_from_quantized_p=bool(c.rowsum_from_quantized_p))
+                rowsum_from_quantized_p=bool(c.rowsum_from_quantized_p), p_scale=_P_SCALES[c.p_scale])

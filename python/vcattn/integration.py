@@ -88,7 +88,7 @@ class patch_sdpa:
     finite scale > 0 (or None), non-empty, no autograd.  Anything else runs the original SDPA, with one warning per reason per process
     (``strict=True`` raises VcattnError instead); so does a call the library rejects when it
     runs (e.g. NaN input: exact attention, one warning).  CUDA tensors run the Hopper kernel
-    (sage2-8bit, vsmooth-8bit, vsmooth-expcast-8bit, vsmooth-expcast-tail-8bit); other methods, or a build/GPU without
+    (``vcattn.GPU_METHODS``); other methods, or a build/GPU without
     it, take SDPA with one warning.
 
     Short key sequences: a call with fewer than ``min_seq_kv`` keys (default 4096) runs the

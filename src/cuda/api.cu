@@ -20,6 +20,7 @@ static int vc_mode_of(vcattn_method m) {
     case VCATTN_METHOD_VSMOOTH_8BIT: return VC_MODE_VSMOOTH;
     case VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT: return VC_MODE_EXPCAST;
     case VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT: return VC_MODE_EXPCAST_TAIL;
+    case VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT: return VC_MODE_EXPCAST_BLOCKMAX;
     default: return -1;
     }
 }
@@ -57,8 +58,7 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
         const double sm = p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
         const double c0 = sm * VC_GPU_LOG2E;
         if (sm > FLT_MAX || c0 > FLT_MAX) return VCATTN_STATUS_SCORE_OVERFLOW;
-        const int expcast = p->method == VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT ||
-                            p->method == VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT;
+        const int expcast = VC_MODE_IS_EXPCAST(vc_mode_of(p->method));
         if (expcast && c0 > 0.0078125 / (8.0 * 1e-7 * 1e-7)) return VCATTN_STATUS_SCORE_OVERFLOW;
     }
     vcattn_status s;

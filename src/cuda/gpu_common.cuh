@@ -12,9 +12,10 @@
 #define VC_GPU_LOG2E 1.4426950408889634
 
 /* the kernel's P paths: sage2 (exp, FP32 row sum), vsmooth (exp, V-Smooth),
- * ExpCast and ExpCast with the tail line (both V-Smooth) */
-enum { VC_MODE_SAGE2 = 0, VC_MODE_VSMOOTH = 1, VC_MODE_EXPCAST = 2, VC_MODE_EXPCAST_TAIL = 3 };
-#define VC_MODE_IS_EXPCAST(m) ((m) == VC_MODE_EXPCAST || (m) == VC_MODE_EXPCAST_TAIL)
+ * ExpCast, ExpCast with the tail line and ExpCast against each block's own max
+ * (all V-Smooth) */
+enum { VC_MODE_SAGE2 = 0, VC_MODE_VSMOOTH = 1, VC_MODE_EXPCAST = 2, VC_MODE_EXPCAST_TAIL = 3, VC_MODE_EXPCAST_BLOCKMAX = 4 };
+#define VC_MODE_IS_EXPCAST(m) ((m) == VC_MODE_EXPCAST || (m) == VC_MODE_EXPCAST_TAIL || (m) == VC_MODE_EXPCAST_BLOCKMAX)
 
 /* Arguments of the preprocessing kernels (by value). */
 struct vc_prep_args {

@@ -43,7 +43,7 @@ __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float
         }
         if (a.lse && t == 0) {
             /* log2(P scale): the value of the row max's code */
-            const float bias2 = MODE == VC_MODE_EXPCAST ? 8.0f : MODE == VC_MODE_EXPCAST_TAIL ? VC_EXPCAST_TAIL_P_LOG2_SCALE : 0.0f;
+            const float bias2 = MODE == VC_MODE_EXPCAST_TAIL ? VC_EXPCAST_TAIL_P_LOG2_SCALE : VC_MODE_IS_EXPCAST(MODE) ? 8.0f : 0.0f;
             const float lse2 = m[hh] + log2f(l[hh]) - bias2;
             a.lse[(int64_t)bh * a.Sq + row] =
                 lse2 * 0.69314718055994531f + (a.q_km ? a.q_km[(int64_t)bh * a.Sq + row] : 0.0f);

@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         cs.rprev[hh] = 0.0f;
-        cs.m[hh] = -INFINITY;
+        cs.m[hh] = cs.mfloor[hh] = -INFINITY;
         cs.l[hh] = cs.alpha[hh] = cs.lsum[hh] = 0.0f;
     }
 
@@ -126,6 +126,9 @@ cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16
     case VC_MODE_EXPCAST_TAIL:
         return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST_TAIL, __nv_bfloat16>(a, maps, BH, s)
                         : vc_attn_launch_t<VC_MODE_EXPCAST_TAIL, __half>(a, maps, BH, s);
+    case VC_MODE_EXPCAST_BLOCKMAX:
+        return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST_BLOCKMAX, __nv_bfloat16>(a, maps, BH, s)
+                        : vc_attn_launch_t<VC_MODE_EXPCAST_BLOCKMAX, __half>(a, maps, BH, s);
     default:
         return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST, __nv_bfloat16>(a, maps, BH, s)
                         : vc_attn_launch_t<VC_MODE_EXPCAST, __half>(a, maps, BH, s);

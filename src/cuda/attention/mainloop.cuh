@@ -122,13 +122,13 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, true>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, cs.PA);
+        vc_att_softmax<MODE, true>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, cs.mfloor, cs.PA);
     } else {
         wgmma_wait<0>();
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, false>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, cs.PA);
+        vc_att_softmax<MODE, false>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, cs.mfloor, cs.PA);
     }
 }
 
