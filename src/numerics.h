@@ -433,28 +433,32 @@ VC_HD static inline float vc_rowsum_f16_split(float r) {
 /* ---- the block-max P scale (VCATTN_P_SCALE_BLOCK_MAX) -----------------------
  * The online softmax writes block n's P against a scale m_n (log2 units): P =
  * 2^(t - m_n) times the format's P scale, and folds O = 2^(m_{n-1} - m_n) O +
- * acc_n.  The running max (m_n = max of every score so far) puts a block whose
+ * acc_n.  The running max (m_n = the largest score so far) puts a block whose
  * own max lies far below the row's max far down in P's range: on long video
  * rows (75,600 keys) ExpCast then writes 0 for keys that hold ~1% of the mass
  * (docs/fidelity-analysis.md).  The block-max rule follows the block's own max
  * instead, as far as the pipeline's number ranges allow:
- *     m_n = max(blockmax_n, m_{n-1} - DESCENT, f_{n-1}),
- *     f_n = max(f_{n-1}, blockmax_n - FLOOR)      (f: the running max - FLOOR)
- * so every block's max still lands at the top code and alpha = 2^(m_{n-1} -
- * m_n) <= 2^DESCENT.  DESCENT = 2: the V-Smooth restore multiplies alpha by a
- * quad thread's row-sum partial r (<= 32 keys x 256 for ExpCast, x 448 for the
- * exp path) before its FP16 split, and 4 x 32 x 448 = 57,344 < 65,504, the
- * FP16 maximum.  FLOOR = 64: O and l are held in the scale m_n, at most
- * 2^FLOOR above the running max's, so they stay finite in FP32 for any key
- * count below 2^40.  f_{n-1} (not f_n) in the max is exact: f_n <= blockmax_n,
- * and it keeps one max on the path from the block's max to the bias. */
+ *     m_n = max(blockmax_n, m_{n-1} - d),   d = min(2, 80 / blocks)
+ * so every block's max still lands at the top code, the scale rises at once
+ * and falls at most d per block:
+ *   - alpha = 2^(m_{n-1} - m_n) <= 2^d <= 4: the V-Smooth restore multiplies
+ *     alpha by a quad thread's row-sum partial r (<= 32 keys x 256 for ExpCast,
+ *     x 448 for the exp path) before its FP16 split, 4 x 32 x 448 = 57,344 <
+ *     65,504, the FP16 maximum;
+ *   - m_n >= (running max) - 80 over the whole row (at most `blocks` steps of
+ *     d): O and l, held in the scale m_n, stay within 2^80 of their
+ *     running-max values, finite in FP32 for any key count below 2^40.
+ * No state beyond m; d is one constant per call.  (A floor m_n >= running max
+ * - 64 with d = 2 needs two more registers per thread, which the kernel does not
+ * have, and measured no more faithful.) */
 #define VC_BLOCKMAX_DESCENT 2.0f
-#define VC_BLOCKMAX_FLOOR 64.0f
-VC_HD static inline float vc_blockmax_scale(float m_prev, float f_prev, float block_max) {
-    return fmaxf(block_max, fmaxf(m_prev - VC_BLOCKMAX_DESCENT, f_prev));
+#define VC_BLOCKMAX_TOTAL_DESCENT 80.0f
+VC_HD static inline float vc_blockmax_descent(int64_t blocks) {
+    const float d = VC_BLOCKMAX_TOTAL_DESCENT / (float)(blocks > 0 ? blocks : 1);
+    return d < VC_BLOCKMAX_DESCENT ? d : VC_BLOCKMAX_DESCENT;
 }
-VC_HD static inline float vc_blockmax_floor(float f_prev, float block_max) {
-    return fmaxf(f_prev, block_max - VC_BLOCKMAX_FLOOR);
+VC_HD static inline float vc_blockmax_scale(float m_prev, float descent, float block_max) {
+    return fmaxf(block_max, m_prev - descent);
 }
 
 /* ---- ExpCast's deterministic map, without rounding (error analysis) ---------

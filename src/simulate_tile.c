@@ -433,7 +433,8 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
     float qscale[VC_TILE_Q];
     task_load_q(c, &tr, &t, keys, qscale);
 
-    double m[VC_TILE_Q], l[VC_TILE_Q], cq[VC_TILE_Q], f[VC_TILE_Q]; /* f: block-max floor */
+    double m[VC_TILE_Q], l[VC_TILE_Q], cq[VC_TILE_Q];
+    const float descent = vc_blockmax_descent(hd->nblk);
     /* The quantized pipeline follows the kernel (src/cuda/attention/): the
      * row sum of the quantized P comes in 4 partials r_t (the 32 keys of
      * quad thread t, two 16-key tensor-core sums), l is kept as 4 partials
@@ -444,7 +445,7 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
     double l4[VC_TILE_Q][4], rprev[VC_TILE_Q][4];
     const double *mu_prev = NULL;
     for (int64_t i = 0; i < nsel; ++i) {
-        m[i] = f[i] = -INFINITY;
+        m[i] = -INFINITY;
         l[i] = 0.0;
         cq[i] = R(c, (double)c->sml2e * qscale[i]);
         for (int q = 0; q < 4; ++q) l4[i][q] = rprev[i][q] = 0.0;
@@ -473,10 +474,9 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
             const double bmax = R(c, rowmax - c->p_log2_offset);
             double m_new;
             if (cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX) {
-                /* numerics.h: the block's own max, falling at most DESCENT per block,
-                 * never below the running max - FLOOR (FP32, as the kernel) */
-                m_new = vc_blockmax_scale((float)m[i], (float)f[i], (float)bmax);
-                f[i] = vc_blockmax_floor((float)f[i], (float)bmax);
+                /* numerics.h: the block's own max, falling at most d per block
+                 * (FP32, as the kernel) */
+                m_new = vc_blockmax_scale((float)m[i], descent, (float)bmax);
             } else {
                 m_new = fmax(m[i], bmax);
             }

@@ -923,9 +923,9 @@ TEST(sampled_rows_rule_and_bad_lists) {
  * (reached after a few blocks of 2-octave descent) it keeps it, so
  * vsmooth-expcast-blockmax-8bit stays much closer to the exact-exp path.
  * Key 0 alone is the max (its block's other keys are far too).
- * Also: a staircase of blocks 40 octaves apart (the descent bound and the
- * floor engage) stays finite and matches the reference.  Fails when the
- * scale rule is lost, inverted or unbounded. */
+ * Also: a staircase of blocks 40 octaves apart (the descent bound engages:
+ * the scale falls 2 per block, not 40) stays finite and as accurate as the
+ * running max.  Fails when the scale rule is lost, inverted or unbounded. */
 TEST(expcast_blockmax_keeps_the_far_blocks) {
     const int64_t Sq = 128, Skv = 2048, D = 64;
     problem pr = problem_make(1, 1, Sq, Skv, D, 1.0, 0.0, 0.0);

@@ -301,23 +301,28 @@ TEST(gpu_calls_report_not_built_without_cuda) {
 #endif
 
 /* The block-max scale (numerics.h) over random walks of block maxima with
- * long descents (steps down of 0-60 log2 units, jumps up): the block's max
- * always lands at or below the scale (codes <= the top code), the scale falls
- * at most DESCENT per block (alpha <= 4: the FP16 restore fits), never sits
- * more than FLOOR below the running max (O and l stay finite), and follows
- * the block's max whenever those bounds allow. */
+ * long descents (steps down of 0-60 log2 units, jumps up), for several block
+ * counts: the block's max always lands at or below the scale (codes <= the
+ * top code), the scale falls at most d per block (alpha <= 4: the FP16
+ * restore fits), never more than 80 below the running max over the row (O and
+ * l stay finite), and follows the block's max whenever that bound allows. */
 TEST(blockmax_scale_bounds) {
     test_rng rng = {test_seed()};
+    CHECK(vc_blockmax_descent(1) == VC_BLOCKMAX_DESCENT && vc_blockmax_descent(40) == VC_BLOCKMAX_DESCENT);
+    CHECK(vc_blockmax_descent(591) > 0.13f && vc_blockmax_descent(591) < 0.14f); /* Wan 720p */
+    const int blocks[4] = {1, 7, 64, 1000};
     for (int walk = 0; walk < 200; ++walk) {
-        float m = -INFINITY, f = -INFINITY, run = -INFINITY, bm = (float)(100.0 * test_rng_normal(&rng));
-        for (int n = 0; n < 400; ++n) {
-            const float m_new = vc_blockmax_scale(m, f, bm);
-            f = vc_blockmax_floor(f, bm);
+        const int nb = blocks[walk % 4];
+        const float d = vc_blockmax_descent(nb);
+        CHECK(d > 0.0f && d <= VC_BLOCKMAX_DESCENT && d * (float)nb <= VC_BLOCKMAX_TOTAL_DESCENT * 1.0001f);
+        float m = -INFINITY, run = -INFINITY, bm = (float)(100.0 * test_rng_normal(&rng));
+        for (int n = 0; n < nb; ++n) {
+            const float m_new = vc_blockmax_scale(m, d, bm);
             run = fmaxf(run, bm);
             CHECK(m_new >= bm);
-            CHECK(n == 0 ? m_new == bm : m_new >= m - VC_BLOCKMAX_DESCENT);
-            CHECK(m_new >= run - VC_BLOCKMAX_FLOOR && m_new <= run);
-            if (n > 0 && bm >= m - VC_BLOCKMAX_DESCENT && bm >= run - VC_BLOCKMAX_FLOOR) CHECK(m_new == bm);
+            CHECK(n == 0 ? m_new == bm : m_new >= m - d);
+            CHECK(m_new >= run - VC_BLOCKMAX_TOTAL_DESCENT - 1e-3f && m_new <= run);
+            if (n > 0 && bm >= m - d) CHECK(m_new == bm);
             m = m_new;
             const double u = test_rng_uniform(&rng);
             bm += u < 0.1 ? (float)(80.0 * test_rng_uniform(&rng)) : (float)(-60.0 * test_rng_uniform(&rng));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gpu_common.cuh"
+#include "numerics.h"
 #include "preprocess/launch.cuh"
 #include "vcattn.h"
 
@@ -206,6 +207,7 @@ extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p,
     a.skv_pad = (int)L.skv_pad;
     a.nkb = (int)(L.skv_pad / VC_BLOCK_K);
     a.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
+    a.bm_descent = vc_blockmax_descent(a.nkb);
     const int BH = (int)(p->batch * p->heads), mode = vc_mode_of(p->method);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
     cudaError_t e = vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream);

@@ -52,6 +52,7 @@ struct vc_attn_args {
     float *lse;
     int H, Sq, Skv, D, sq_pad, skv_pad, nkb;
     float c0; /* (float)(softmax scale * log2 e) */
+    float bm_descent; /* the block-max scale's fall per block, vc_blockmax_descent(nkb) */
 };
 
 /* CPT = channels per lane (D / 32) of a row, loaded as CPT 16-bit values. */

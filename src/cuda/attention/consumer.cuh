@@ -19,5 +19,4 @@ struct vc_att_consumer {
     uint32_t RA[4];
     float rprev[2];    /* this thread's r_t of the block folded last */
     float m[2], l[2], alpha[2], lsum[2];
-    float mfloor[2];   /* block-max scale only: the running max - VC_BLOCKMAX_FLOOR */
 };

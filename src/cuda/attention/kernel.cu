@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         cs.rprev[hh] = 0.0f;
-        cs.m[hh] = cs.mfloor[hh] = -INFINITY;
+        cs.m[hh] = -INFINITY;
         cs.l[hh] = cs.alpha[hh] = cs.lsum[hh] = 0.0f;
     }
 
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     mbarrier_wait(b.q_full, 0);
     if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, 256); /* WG1 goes first */
 
-    vc_att_mainloop<MODE>(cs, b, d, sMU, sks, cq, cw, nkb, tail_valid, t);
+    vc_att_mainloop<MODE>(cs, b, d, sMU, sks, cq, cw, nkb, tail_valid, t, a.bm_descent);
 
     /* the thread's rows from a fresh read of %tid.x: keeping warp / g live
      * through the loop cost a spill (ptxas -v) */

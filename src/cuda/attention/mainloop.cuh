@@ -114,7 +114,7 @@ __device__ __forceinline__ void vc_att_prepare_next(const vc_att_barriers &b, un
  * (its own basic block) so that ptxas keeps the fold above it. */
 template <int MODE>
 __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_att_barriers &b, uint32_t sks, float cq,
-                                                unsigned kb, int nkb, int tail_valid, int t) {
+                                                unsigned kb, int nkb, int tail_valid, int t, float a_descent) {
     const unsigned st = kb & (VC_ATT_STAGES - 1);
     const float c = cq * lds_f32(sks + 16 * st); /* before the stage is released */
     if (kb == (unsigned)nkb - 1 && tail_valid < VC_BLOCK_K) {
@@ -122,13 +122,13 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, true>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, cs.mfloor, cs.PA);
+        vc_att_softmax<MODE, true>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA);
     } else {
         wgmma_wait<0>();
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, false>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, cs.mfloor, cs.PA);
+        vc_att_softmax<MODE, false>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA);
     }
 }
 
@@ -136,7 +136,7 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
 template <int MODE>
 __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_att_barriers &b, const vc_att_descs &d,
                                                 const uint8_t *sMU, uint32_t sks, float cq, int cw, int nkb,
-                                                int tail_valid, int t) {
+                                                int tail_valid, int t, float descent) {
     constexpr bool kVs = MODE != VC_MODE_SAGE2;
     /* ---- first turn: S_0 ---- */
     {
@@ -146,7 +146,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         wgmma_commit();
         vc_att_end_issue(cw);
         vc_att_prepare_next(b, 0, nkb);
-        vc_att_finish_s<MODE>(cs, b, sks, cq, 0, nkb, tail_valid, t);
+        vc_att_finish_s<MODE>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent);
     }
     /* RA = 0 here: the first restore (kb = 1) adds nothing */
     /* steady state: P_{kb-1} V_{kb-1}, the restore of block kb-2, then S_kb;
@@ -169,7 +169,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         vc_att_fence_acc(cs);
         __syncwarp();
         vc_att_fold<kVs>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
-        vc_att_finish_s<MODE>(cs, b, sks, cq, kb, nkb, tail_valid, t);
+        vc_att_finish_s<MODE>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent);
         if (kVs) vc_att_make_ra(cs, cs.alpha); /* block kb-1's term rides in block kb's accumulator */
     }
     /* ---- last turn: P V of the last block (+ the restore of the one before),

@@ -15,8 +15,8 @@
  *     one more BF16x2 max takes the larger line;
  *   ExpCast against the block's own max (VC_MODE_EXPCAST_BLOCKMAX): the
  *     ExpCast codes, with the scale m following the block's max down by at
- *     most 2 log2 units per block (numerics.h, "the block-max P scale"):
- *     two FMNMX and one FADD more per row, none per score. */
+ *     most d = min(2, 80 / blocks) log2 units per block (numerics.h, "the
+ *     block-max P scale"): one FADD more per row, none per score. */
 #pragma once
 #include <limits.h>
 #include <math.h>
@@ -47,12 +47,12 @@ __device__ __forceinline__ int vc_row_max_s32(const int32_t (&S)[64], int hh, in
 }
 
 /* c: the block's score scale (log2 units per INT32 unit, this thread's rows);
- * m: running max (log2 units; the block-max scale: the block's scale, mfloor
- * its lower bound), alpha: exp2(m_old - m_new), lsum: FP32 row sum
+ * m: running max (log2 units; the block-max scale: the block's scale, falling
+ * at most `descent` per block), alpha: exp2(m_old - m_new), lsum: FP32 row sum
  * (sage2 only: the V-Smooth methods take r from the P V product). */
 template <int MODE, bool TAIL>
 __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, int nvalid, int t, float (&m)[2],
-                                               float (&alpha)[2], float (&lsum)[2], float (&mfloor)[2],
+                                               float (&alpha)[2], float (&lsum)[2], float descent,
                                                uint32_t (&P)[4][4]) {
     float bias[2];
     const float c8 = 8.0f * c; /* exact */
@@ -68,15 +68,11 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         float tm = mx == INT_MIN ? -INFINITY : (float)mx * c;
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
-        float m_new;
-        if (MODE == VC_MODE_EXPCAST_BLOCKMAX) {
-            /* the block's own max, bounded (numerics.h): one max on the path
-             * from tm to the bias, the floor off it */
-            m_new = vc_blockmax_scale(m[hh], mfloor[hh], tm);
-            mfloor[hh] = vc_blockmax_floor(mfloor[hh], tm);
-        } else {
-            m_new = VC_MODE_IS_EXPCAST(MODE) ? fmaxf(m[hh], tm) : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
-        }
+        /* the block-max scale (numerics.h): m - descent is known before tm,
+         * so the path from tm to the bias keeps its one max */
+        const float m_new = MODE == VC_MODE_EXPCAST_BLOCKMAX ? vc_blockmax_scale(m[hh], descent, tm)
+                            : VC_MODE_IS_EXPCAST(MODE)    ? fmaxf(m[hh], tm)
+                                                          : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
         alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
         if (VC_MODE_IS_EXPCAST(MODE)) {
             bias[hh] = vc_expcast_bias(bpre, m_new); /* one fma after the max */
