@@ -132,7 +132,7 @@ fi
 if has compile; then
     say "== compile: a diffusers Wan2.2-A14B-shaped block, vcattn processor eager vs torch.compile"
     if [ -d pydeps/diffusers ]; then
-        VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python:pydeps timeout 300 \
+        VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python:pydeps timeout 360 \
             python3 tests/gpu/wan_block_compile.py --json "$OUT/wan_block_compile.json" 2>&1 | tee -a "$LOG" | tail -40
         [ "${PIPESTATUS[0]}" = 0 ] || RC=1
     else

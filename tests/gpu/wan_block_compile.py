@@ -184,8 +184,15 @@ def main():
     with torch.device(device):
         block = tw.WanTransformerBlock(dim, cfg["ffn"], cfg["heads"], "rms_norm_across_heads", True, 1e-6, None)
         rope = tw.WanRotaryPosEmbed(cfg["head_dim"], (1, 2, 2), 1024)
+    # as from_pretrained(torch_dtype=bfloat16) leaves them: the model's _keep_in_fp32_modules
+    # (scale_shift_table, norm1-3; diffusers >= 0.4x also rope) stay float32 / as built
+    keep = getattr(tw.WanTransformer3DModel, "_keep_in_fp32_modules", None) or []
     block = block.to(dtype).eval().requires_grad_(False)
-    rope = rope.to(dtype)
+    for name, prm in block.named_parameters():
+        if any(m in name for m in keep):
+            prm.data = prm.data.float()
+    if "rope" not in keep:
+        rope = rope.to(dtype)
     x = torch.randn(1, tokens, dim, device=device, dtype=dtype)
     ctx = torch.randn(1, cfg["text"], dim, device=device, dtype=dtype)
     temb = (0.5 * torch.randn(1, 6, dim, device=device)).to(dtype)      # the model's timestep_proj
@@ -208,14 +215,22 @@ def main():
                              vcattn=vcattn.library_info().get("version"),
                              gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
                              cudnn=torch.backends.cudnn.version() if device.type == "cuda" else None),
-               times_ms={}, all_times_ms={}, compile_s={}, checks={}, compare={}, errors={})
+               times_ms={}, all_times_ms={}, compile_s={}, checks={}, compare={}, errors={}, complete=False)
     failures = []
     notes = []  # what fails for diffusers' own reasons (the unpatched block too)
+
+    def save():
+        # after every section, so a run cut short by its time limit still leaves its numbers
+        if args.json:
+            res["failures"], res["notes"] = failures, notes
+            with open(args.json, "w") as fh:
+                json.dump(res, fh, indent=1, default=str)
 
     def record(name, med, ts):
         res["times_ms"][name] = med
         res["all_times_ms"][name] = ts
         print(f"  {name:28s} {med:10.2f} ms (median of {len(ts)})", flush=True)
+        save()
 
     run_base = lambda: block(x, ctx, temb, rotary)  # noqa: E731
     run_vc = lambda: patched(x, ctx, temb, rotary)  # noqa: E731
@@ -277,6 +292,7 @@ def main():
         before = reuses()
         t_c, _ = first_call(lambda: comp(x, ctx, temb, rotary), device)
         res["compile_s"]["vcattn_compiled"] = t_c
+        print(f"  {'vcattn_compiled first call':28s} {t_c:10.1f} s (compile)", flush=True)
         gs = graph_stats()
         med, ts, y_comp = bench(lambda: comp(x, ctx, temb, rotary), reps, args.warmup, device)
         gs_after = graph_stats()
@@ -305,6 +321,7 @@ def main():
                 compf = torch.compile(patched, fullgraph=True)
                 t_c, _ = first_call(lambda: compf(x, ctx, temb, rotary), device)
                 res["compile_s"]["vcattn_compiled_fullgraph"] = t_c
+                print(f"  {'vcattn_compiled_fullgraph first call':28s} {t_c:10.1f} s (compile)", flush=True)
                 med, ts, y_cf = bench(lambda: compf(x, ctx, temb, rotary), reps, args.warmup, device)
                 record("vcattn_compiled_fullgraph", med, ts)
                 res["compare"]["vcattn_compiled_fullgraph_vs_eager"] = compare(y_vc, y_cf)
@@ -318,6 +335,7 @@ def main():
             compb = torch.compile(block)
             t_c, _ = first_call(lambda: compb(x, ctx, temb, rotary), device)
             res["compile_s"]["unpatched_compiled"] = t_c
+            print(f"  {'unpatched_compiled first call':28s} {t_c:10.1f} s (compile)", flush=True)
             med, ts, y_cb = bench(lambda: compb(x, ctx, temb, rotary), reps, args.warmup, device)
             record("unpatched_compiled", med, ts)
             res["compare"]["unpatched_compiled_vs_eager"] = compare(y_base, y_cb)
@@ -375,9 +393,8 @@ def main():
         print("NOTE (the unpatched diffusers block too):", n_)
     for f_ in failures:
         print("FAIL:", f_)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(res, fh, indent=1, default=str)
+    res["complete"] = True
+    save()
     return 0 if not failures else 1
 
 
