@@ -15,6 +15,7 @@
 #           VcattnAttnProcessor, eager vs torch.compile vs the unpatched block, graph breaks
 #           (tests/gpu/wan_block_compile.py -> $OUT/wan_block_compile.json, ~2-4 minutes).
 #           Needs diffusers: scripts/device_pydeps.sh builds pydeps/ here; carry "pydeps"
+#   VC_COMPILE_ARGS="..."                more arguments for wan_block_compile.py (e.g. --small)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
 #   VC_PREBUILT=dir                      use dir/{gpu_check,gpu_bench,kmeans_check,kmeans_bench}
 #                                        (and dir/libvcattn.so) instead of building
@@ -133,7 +134,8 @@ if has compile; then
     say "== compile: a diffusers Wan2.2-A14B-shaped block, vcattn processor eager vs torch.compile"
     if [ -d pydeps/diffusers ]; then
         VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python:pydeps timeout 360 \
-            python3 tests/gpu/wan_block_compile.py --json "$OUT/wan_block_compile.json" 2>&1 | tee -a "$LOG" | tail -40
+            python3 tests/gpu/wan_block_compile.py ${VC_COMPILE_ARGS:-} --json "$OUT/wan_block_compile.json" 2>&1 \
+            | tee -a "$LOG" | tail -40
         [ "${PIPESTATUS[0]}" = 0 ] || RC=1
     else
         say "   pydeps/diffusers missing: run scripts/device_pydeps.sh and carry pydeps/"; RC=1

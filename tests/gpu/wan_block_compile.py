@@ -69,8 +69,9 @@ def load_diffusers():
         import diffusers
         from diffusers.models.transformers import transformer_wan
     except Exception as e:  # ImportError, or a diffusers too new for this torch
-        sys.exit(f"wan_block_compile: cannot import diffusers ({type(e).__name__}: {e}); on the device run "
-                 f"scripts/device_pydeps.sh here first and carry pydeps/ (PYTHONPATH=python:pydeps)")
+        sys.exit(f"wan_block_compile: cannot import diffusers ({type(e).__name__}: {e}). The device has none: "
+                 f"scripts/device_pydeps.sh builds pydeps/ (diffusers 0.42.1: torch >= 2.6) on a machine with "
+                 f"PyPI; carry pydeps and run with PYTHONPATH=python:pydeps")
     return diffusers, transformer_wan
 
 
