@@ -8,7 +8,8 @@
 #   scripts/device_check.sh [STAGES]     STAGES: comma list of
 #       build,check,medium,sanitize,bench,kmeans,python  (default: all)
 #       kmeans: GPU grouping vs the CPU planner + its timing (issue 4)
-#       python: the Python package's tests on CUDA tensors (issue 5)
+#       python: the Python package's tests on CUDA tensors (issue 5); test_diffusers.py
+#           too when pydeps/ is there
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
 #           (tests/gpu/wan_step.py, ~2-3 minutes)
 #       compile (not in the default list): a real diffusers Wan2.2-A14B-shaped block through
@@ -121,7 +122,9 @@ if has kmeans; then
 fi
 if has python; then
     say "== python: package tests on CUDA tensors"
-    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python timeout 300 \
+    # with pydeps/ carried (scripts/device_pydeps.sh) test_diffusers.py runs too, on diffusers 0.42
+    pp=python; [ -d pydeps/diffusers ] && pp=python:pydeps
+    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=$pp timeout 300 \
         python3 -m pytest -q python/tests 2>&1 | tee -a "$LOG" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 if has e2e; then
