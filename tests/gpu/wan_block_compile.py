@@ -151,7 +151,8 @@ def main():
     ap.add_argument("--small", action="store_true", help="reduced sizes (4 heads, 384 tokens): a quick run")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--method", default=vcattn.DEFAULT_METHOD)
-    ap.add_argument("--step", type=int, default=9, help="denoising step timed (default 9: a reuse step of Schedule(40), the plan grouped at step 0)")
+    ap.add_argument("--step", type=int, default=9,
+                    help="denoising step timed (default 9: a reuse step of Schedule(40), the plan grouped at step 0)")
     ap.add_argument("--reps", type=int, default=None, help="timed runs per variant (default 10; 3 with --small)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--sdpa", choices=["cudnn", "default"], default="cudnn")
