@@ -70,10 +70,11 @@ if not hasattr(torch, "accelerator"):  # local torch < 2.6 only: the device's to
                                               device_count=lambda: 0)
 before = set(sys.modules)
 import diffusers
-from diffusers.models.transformers.transformer_wan import WanAttnProcessor, WanRotaryPosEmbed, WanTransformerBlock  # noqa
+from diffusers.models.transformers import transformer_wan
+assert transformer_wan.WanTransformerBlock and transformer_wan.WanRotaryPosEmbed and transformer_wan.WanAttnProcessor
 from diffusers import WanTransformer3DModel  # noqa
 print(f"   diffusers {diffusers.__version__} from {diffusers.__file__}")
 new = {m.split(".")[0] for m in set(sys.modules) - before} - set(sys.stdlib_module_names) - {"diffusers"}
-print("   third-party modules the import loaded (beyond torch's own):", ", ".join(sorted(
+print("   modules the import loaded after torch (not stdlib; huggingface_hub brings its own):", ", ".join(sorted(
     m for m in new if not m.startswith("_"))))
 PY

@@ -136,7 +136,8 @@ def compare(ref, out):
 def graph_stats():
     from torch._dynamo.utils import counters
     breaks = dict(counters["graph_break"])
-    return dict(graph_breaks=int(sum(breaks.values())), graph_break_reasons={str(k)[:300]: v for k, v in breaks.items()},
+    return dict(graph_breaks=int(sum(breaks.values())),
+                graph_break_reasons={str(k)[:300]: v for k, v in breaks.items()},
                 unique_graphs=int(counters["stats"].get("unique_graphs", 0)))
 
 
@@ -291,8 +292,9 @@ def main():
         except Exception as e:
             res["checks"]["fullgraph_traces"] = False
             res["errors"]["fullgraph_trace"] = f"{type(e).__name__}: {e}"[:2000]
-            (notes if not res["checks"]["unpatched_fullgraph_traces"] else failures).append(f"the vcattn block does not trace with fullgraph=True: {type(e).__name__}: "
-                            f"{str(e).splitlines()[0][:300] if str(e) else ''}")
+            first_line = str(e).splitlines()[0][:300] if str(e) else ""
+            (notes if not res["checks"]["unpatched_fullgraph_traces"] else failures).append(
+                f"the vcattn block does not trace with fullgraph=True: {type(e).__name__}: {first_line}")
 
         # ---- inductor, mode default
         reset_dynamo()
@@ -393,7 +395,8 @@ def main():
                      default=str))
     print(f"WAN BLOCK COMPILE {tokens} tokens: unpatched {t['unpatched_eager']:.2f} ms, vcattn eager "
           f"{t['vcattn_eager']:.2f} ms, compiled {t.get('vcattn_compiled', math.nan):.2f} ms -> compiled/eager "
-          f"{r.get('compiled_over_eager', math.nan):.3f} (fullgraph {r.get('compiled_fullgraph_over_eager', math.nan):.3f})"
+          f"{r.get('compiled_over_eager', math.nan):.3f} "
+          f"(fullgraph {r.get('compiled_fullgraph_over_eager', math.nan):.3f})"
           f", compiled/unpatched {r.get('compiled_over_unpatched_eager', math.nan):.3f}; vcattn vs unpatched "
           f"rel-L2 {fv['rel_l2']:.3g}, PSNR {fv['psnr_db']:.1f} dB; graph breaks "
           f"{res['checks']['compiled_graphs']['graph_breaks']}; target_met {res['target_met']}")
