@@ -8,9 +8,15 @@
 #   scripts/device_check.sh [STAGES]     STAGES: comma list of
 #       build,check,medium,sanitize,bench,kmeans,python  (default: all)
 #       kmeans: GPU grouping vs the CPU planner + its timing (issue 4)
-#       python: the Python package's tests on CUDA tensors (issue 5)
+#       python: the Python package's tests on CUDA tensors (issue 5); test_diffusers.py
+#           too when pydeps/ is there
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
 #           (tests/gpu/wan_step.py, ~2-3 minutes)
+#       compile (not in the default list): a real diffusers Wan2.2-A14B-shaped block through
+#           VcattnAttnProcessor, eager vs torch.compile vs the unpatched block, graph breaks
+#           (tests/gpu/wan_block_compile.py -> $OUT/wan_block_compile.json, ~2-4 minutes).
+#           Needs diffusers: scripts/device_pydeps.sh builds pydeps/ here; carry "pydeps"
+#   VC_COMPILE_ARGS="..."                more arguments for wan_block_compile.py (e.g. --small)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
 #   VC_PREBUILT=dir                      use dir/{gpu_check,gpu_bench,kmeans_check,kmeans_bench}
 #                                        (and dir/libvcattn.so) instead of building
@@ -116,7 +122,9 @@ if has kmeans; then
 fi
 if has python; then
     say "== python: package tests on CUDA tensors"
-    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python timeout 300 \
+    # with pydeps/ carried (scripts/device_pydeps.sh) test_diffusers.py runs too, on diffusers 0.42
+    pp=python; [ -d pydeps/diffusers ] && pp=python:pydeps
+    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=$pp timeout 300 \
         python3 -m pytest -q python/tests 2>&1 | tee -a "$LOG" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 if has e2e; then
@@ -124,6 +132,17 @@ if has e2e; then
     VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python timeout 400 \
         python3 tests/gpu/wan_step.py --json "$OUT/wan_step.json" 2>&1 | tee -a "$LOG" | tail -25
     [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+fi
+if has compile; then
+    say "== compile: a diffusers Wan2.2-A14B-shaped block, vcattn processor eager vs torch.compile"
+    if [ -d pydeps/diffusers ]; then
+        VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python:pydeps timeout 360 \
+            python3 tests/gpu/wan_block_compile.py ${VC_COMPILE_ARGS:-} --json "$OUT/wan_block_compile.json" 2>&1 \
+            | tee -a "$LOG" | tail -40
+        [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+    else
+        say "   pydeps/diffusers missing: run scripts/device_pydeps.sh and carry pydeps/"; RC=1
+    fi
 fi
 say "== device_check rc=$RC"
 exit $RC

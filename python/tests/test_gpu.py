@@ -1,5 +1,7 @@
 """The CUDA path against the CPU simulation and the exact reference (needs torch, a
 Hopper GPU and a CUDA build of libvcattn; skipped otherwise)."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -88,6 +90,95 @@ def test_concurrent_streams_give_the_sequential_bits():
             got_b = vcattn.attention(*b, strict=True)
         torch.cuda.synchronize()
         assert torch.equal(got_a, want_a) and torch.equal(got_b, want_b)
+
+
+def test_threads_give_the_sequential_bits_on_their_own_streams_and_on_one():
+    """Four host threads calling at once, each with its own inputs and method (V-Smooth ones
+    group on the GPU each call), each on its own stream and then all on the default
+    stream: every output and LSE equals the same call made alone, one after the other."""
+    methods = list(_gpu.GPU_METHODS)
+    n = 4
+    args = [inputs(sq=2048, skv=2048 + 128 * i, seed=20 + i) for i in range(n)]
+    meth = [methods[i % len(methods)] for i in range(n)]
+    want = [vcattn.attention(*args[i], method=meth[i], return_lse=True, strict=True) for i in range(n)]
+    torch.cuda.synchronize()
+    for own_streams in (True, False):
+        streams = [torch.cuda.Stream() if own_streams else torch.cuda.default_stream() for _ in range(n)]
+        got, errors = [None] * n, []
+        barrier = threading.Barrier(n)
+
+        def work(i):
+            try:
+                with torch.cuda.stream(streams[i]):
+                    barrier.wait()
+                    got[i] = [vcattn.attention(*args[i], method=meth[i], return_lse=True, strict=True)
+                              for _ in range(3)]
+                streams[i].synchronize()
+            except BaseException as e:  # noqa: BLE001 - re-raised below, in the test's thread
+                errors.append((i, e))
+                barrier.abort()
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "a thread hung"
+        if errors:
+            raise errors[0][1]
+        torch.cuda.synchronize()
+        for i in range(n):
+            for r, (out, lse) in enumerate(got[i]):
+                assert torch.equal(out, want[i][0]) and torch.equal(lse, want[i][1]), (own_streams, meth[i], r)
+
+
+@pytest.mark.parametrize("method", _gpu.GPU_METHODS)
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_repeated_calls_are_bit_identical(method, layout):
+    """The same call three times gives the same bits (output and LSE): without a plan
+    (V-Smooth: the GPU k-means groups every call) and with a Plan grouped once."""
+    q, k, v = inputs(sq=1000, skv=1500, seed=30, layout=layout)
+    for plan in (None, vcattn.Plan(clusters=16)):
+        first = vcattn.attention(q, k, v, layout, method=method, plan=plan, return_lse=True, strict=True)
+        for r in range(3):
+            out, lse = vcattn.attention(q, k, v, layout, method=method, plan=plan, return_lse=True, strict=True)
+            assert torch.equal(out, first[0]) and torch.equal(lse, first[1]), (plan is None, r)
+
+
+def test_graph_stays_valid_after_calls_of_other_shapes_and_methods():
+    """A CUDA graph captured on one call replays to its eager bits after later eager calls
+    of smaller and larger shapes, other head counts, head_dim 64 and other methods (each
+    with its own workspace and, for V-Smooth without a plan, its own GPU k-means), and
+    reads its inputs where they were captured: new values copied in give their answer."""
+    q, k, v = inputs(sq=1024, skv=1024, seed=40)
+    plan = vcattn.Plan(clusters=16)
+    vcattn.attention(q, k, v, plan=plan, strict=True)   # groups once, eagerly
+    want = vcattn.attention(q, k, v, plan=plan, return_lse=True, strict=True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        vcattn.attention(q, k, v, plan=plan, return_lse=True, strict=True)  # warm-up on the capture stream
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out, lse = vcattn.attention(q, k, v, plan=plan, return_lse=True, strict=True)
+    others = [(dict(sq=8192, skv=8192, seed=41), "sage2-8bit"),
+              (dict(sq=100, skv=200, seed=42), "vsmooth-8bit"),
+              (dict(h=6, sq=3000, skv=5000, d=64, seed=43), "vsmooth-expcast-8bit"),
+              (dict(b=2, h=3, sq=512, skv=300, seed=44), vcattn.DEFAULT_METHOD),
+              (dict(sq=16384, skv=16384, seed=45), vcattn.DEFAULT_METHOD)]
+    for shape, method in others:
+        vcattn.attention(*inputs(**shape), method=method, return_lse=True, strict=True)
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, want[0]) and torch.equal(lse, want[1]), (shape, method)
+    q2 = inputs(sq=1024, skv=1024, seed=46)[0]
+    want2 = vcattn.attention(q2, k, v, plan=plan, return_lse=True, strict=True)
+    q.copy_(q2)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, want2[0]) and torch.equal(lse, want2[1])
+    assert not torch.equal(want2[0], want[0])
 
 
 def test_graph_stays_valid_after_a_larger_call():
