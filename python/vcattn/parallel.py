@@ -35,7 +35,7 @@ from .core import attention, merge_attention, reference_attention
 from .plan import Plan
 
 __all__ = ["UlyssesAttention", "RingAttention", "vcattn_attention_fn", "sdpa_attention_fn",
-           "reference_attention_fn", "shard_sequence", "gather_sequence"]
+           "reference_attention_fn", "per_rank_attention_fn", "shard_sequence", "gather_sequence"]
 
 _VALIDATE = ("first", "always", "never")
 
@@ -114,7 +114,9 @@ def sdpa_attention_fn():
     return fn
 
 
-def _resolve_fn(attn_fn, method):
+def per_rank_attention_fn(attn_fn=None, method: str = DEFAULT_METHOD):
+    """The per-rank function that ``attn_fn`` names: None / "vcattn" (``method``), "sdpa",
+    "reference", or a callable in the per-rank convention (returned as it is)."""
     if attn_fn is None or attn_fn == "vcattn":
         return vcattn_attention_fn(method)
     if attn_fn == "sdpa":
@@ -308,7 +310,7 @@ class _SequenceParallel:
         if validate not in _VALIDATE:
             raise ValueError(f"vcattn.{type(self).__name__}: validate must be one of {_VALIDATE}, got {validate!r}")
         self.group = group
-        self.attn_fn = _resolve_fn(attn_fn, method)
+        self.attn_fn = per_rank_attention_fn(attn_fn, method)
         self.validate = validate
         self._seen = set()
 
