@@ -25,12 +25,14 @@ docs/parallel.md for what runs on the CPU (gloo) and what was tested where.
 from __future__ import annotations
 
 import inspect
+import threading
 
 from ._methods import DEFAULT_METHOD, method_id
-from .integration import flash_attn_forward
+from .integration import VcattnAttnProcessor, flash_attn_forward
 from .parallel import per_rank_attention_fn, vcattn_attention_fn
 
-__all__ = ["attn_processor", "long_context_attention", "YunchangProcessor", "TESTED_YUNCHANG"]
+__all__ = ["attn_processor", "long_context_attention", "YunchangProcessor", "parallelize_wan", "WanSequenceParallel",
+           "TESTED_YUNCHANG"]
 
 TESTED_YUNCHANG = "0.6.4"  # the version CI installs (.ci/run) and the tests run against
 
@@ -130,3 +132,154 @@ def long_context_attention(method: str = DEFAULT_METHOD, attn_fn=None, *, ring_i
     # can be registered), so None is the value that selects the processor.
     return yunchang.LongContextAttention(ring_impl_type=ring_impl_type, use_sync=use_sync, attn_type=None,
                                          attn_processor=proc)
+
+
+# ---- a diffusers Wan transformer across ranks ------------------------------------------------------
+
+_sdpa_lock = threading.RLock()
+
+
+def _sp_layout():
+    """(chunk index of this rank, sequence-parallel size, [(group, size)] to gather over) from
+    yunchang's groups.  Chunk c = ring_rank * U + ulysses_rank: the Ulysses group's U chunks
+    form ring block ring_rank.  Non-causal attention does not care which tokens a rank holds,
+    only that every rank is consistent, so this serves both of yunchang's group layouts."""
+    import torch.distributed as dist
+    from yunchang.globals import PROCESS_GROUP
+
+    if not dist.is_initialized():
+        raise RuntimeError("vcattn.yunchang: torch.distributed is not initialized (call init_process_group first)")
+    if PROCESS_GROUP.ULYSSES_PG is None or PROCESS_GROUP.RING_PG is None:
+        raise RuntimeError("vcattn.yunchang: yunchang's sequence-parallel groups are not set up; call "
+                           "yunchang.set_seq_parallel_pg(ulysses_degree, ring_degree, rank, world_size) first")
+    ug, rg = PROCESS_GROUP.ULYSSES_PG, PROCESS_GROUP.RING_PG
+    u, r = dist.get_world_size(ug), dist.get_world_size(rg)
+    return dist.get_rank(rg) * u + dist.get_rank(ug), u * r, [(ug, u), (rg, r)]
+
+
+class _SelfAttentionProcessor:
+    """Runs the module's own processor with SDPA swapped for yunchang's USP attention: the
+    processor's projections, norms and RoPE run on this rank's tokens; its one SDPA call
+    (B, H, S/P, D) becomes LongContextAttention on (B, S/P, H, D)."""
+
+    def __init__(self, base, attention):
+        self.base = base
+        self.attention = attention
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, rotary_emb=None,
+                 *args, **kwargs):
+        # named like diffusers' processors: Attention.forward drops keywords a processor's
+        # signature does not name, and a dropped rotary_emb would run without RoPE
+        if encoder_hidden_states is not None or attention_mask is not None:
+            raise ValueError("vcattn.yunchang.parallelize_wan: the self-attention got encoder_hidden_states or an "
+                             "attention_mask; only Wan's unmasked self-attention (attn1) runs across ranks")
+        import torch.nn.functional as F
+
+        usp = self.attention
+
+        def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **extra):
+            if attn_mask is not None or dropout_p or is_causal or extra:
+                raise ValueError("vcattn.yunchang.parallelize_wan: the self-attention's SDPA call has a mask, "
+                                 "dropout, is_causal or other arguments that USP attention does not take")
+            out = usp(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), softmax_scale=scale)
+            return out.transpose(1, 2)
+
+        with _sdpa_lock:  # process-wide while the processor runs, as vcattn.patch_sdpa
+            original = F.scaled_dot_product_attention
+            F.scaled_dot_product_attention = sdpa
+            try:
+                return self.base(attn, hidden_states, None, None, rotary_emb, *args, **kwargs)
+            finally:
+                F.scaled_dot_product_attention = original
+
+
+class WanSequenceParallel:
+    """What ``parallelize_wan`` installed (hooks and processors); ``remove()`` undoes it."""
+
+    def __init__(self, transformer, attention):
+        import torch
+
+        blocks = getattr(transformer, "blocks", None)
+        if not isinstance(blocks, torch.nn.ModuleList) or len(blocks) == 0 or not all(
+                hasattr(b, "attn1") and hasattr(b.attn1, "set_processor") for b in blocks):
+            raise TypeError("vcattn.yunchang.parallelize_wan: expected a diffusers WanTransformer3DModel "
+                            "(a .blocks ModuleList whose blocks have an attn1 attention module)")
+        for i, block in enumerate(blocks):
+            if isinstance(block.attn1.processor, VcattnAttnProcessor):
+                # it would swap SDPA for vcattn on the local tokens inside our swap: attention
+                # over this rank's keys only, silently wrong
+                raise ValueError(f"vcattn.yunchang.parallelize_wan: blocks.{i}.attn1 already has a "
+                                 "vcattn.VcattnAttnProcessor (install_wan_processors); call parallelize_wan on "
+                                 "the transformer first (its USP attention runs vcattn per rank already)")
+        self.attention = attention
+        self.chunk, self.size, self.gather_groups = _sp_layout()
+        self._handles = []
+        self._processors = []
+        for block in blocks:
+            self._handles.append(block.register_forward_pre_hook(self._shard_inputs))
+            base = block.attn1.processor
+            self._processors.append((block.attn1, base))
+            block.attn1.set_processor(_SelfAttentionProcessor(base, attention))
+        self._handles.append(blocks[-1].register_forward_hook(self._gather_output))
+
+    def _take(self, x, dim):
+        n = x.shape[dim]
+        if n % self.size:
+            raise ValueError(f"vcattn.yunchang.parallelize_wan: {n} tokens do not divide by the {self.size} "
+                             "sequence-parallel ranks; choose a frame count and resolution whose latent token "
+                             "count divides (or pad the latents)")
+        m = n // self.size
+        return x.narrow(dim, self.chunk * m, m).contiguous()
+
+    def _shard_inputs(self, module, args):
+        # WanTransformer3DModel calls block(hidden_states, encoder_hidden_states, timestep_proj,
+        # rotary_emb): rotary_emb (1, 1, S, D/2) always covers the whole sequence; the hidden
+        # states do on the first block only (later blocks get this rank's chunk back)
+        if len(args) != 4:
+            raise TypeError("vcattn.yunchang.parallelize_wan: a Wan block was called with "
+                            f"{len(args)} positional arguments; expected (hidden_states, encoder_hidden_states, "
+                            "timestep_proj, rotary_emb) as diffusers' WanTransformer3DModel passes them")
+        hidden, text, temb, rope = args
+        full = rope.shape[2]
+        if temb.dim() != 3:
+            raise ValueError("vcattn.yunchang.parallelize_wan: per-token timestep embeddings (timestep_proj "
+                             f"{tuple(temb.shape)}) are not split across ranks; only (B, 6, dim) is supported")
+        if hidden.shape[1] == full:
+            hidden = self._take(hidden, 1)
+        return hidden, text, temb, self._take(rope, 2)
+
+    def _gather_output(self, module, args, out):
+        import torch
+        import torch.distributed as dist
+
+        for group, n in self.gather_groups:  # Ulysses group first: chunk c = ring_rank * U + ulysses_rank
+            if n > 1:
+                parts = [torch.empty_like(out) for _ in range(n)]
+                dist.all_gather(parts, out.contiguous(), group=group)
+                out = torch.cat(parts, dim=1)
+        return out
+
+    def remove(self):
+        for h in self._handles:
+            h.remove()
+        for module, base in self._processors:
+            module.set_processor(base)
+        self._handles, self._processors = [], []
+
+
+def parallelize_wan(transformer, attention=None, *, method: str = DEFAULT_METHOD, attn_fn=None,
+                    strict: bool = False, num_threads=None) -> WanSequenceParallel:
+    """Run a diffusers ``WanTransformer3DModel`` with its sequence split over yunchang's ranks.
+
+    After ``yunchang.set_seq_parallel_pg(...)``, every rank calls this on its copy of the
+    transformer (same weights) and then runs the pipeline as usual, with the same inputs on
+    every rank.  Before the first block each rank keeps its chunk of the video tokens (and of
+    the rotary embedding); each block's self-attention (attn1) runs through ``attention``
+    (default: ``long_context_attention(method=..., attn_fn=...)``, vcattn per rank); the
+    cross-attention to the text, the feed-forward and the norms run on the local tokens; after
+    the last block the chunks are gathered, so the output (and everything after the blocks)
+    is the whole latent on every rank.  Inference only.  ``remove()`` on the result undoes it.
+    """
+    if attention is None:
+        attention = long_context_attention(method, attn_fn, strict=strict, num_threads=num_threads)
+    return WanSequenceParallel(transformer, attention)
