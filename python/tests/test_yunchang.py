@@ -157,6 +157,24 @@ def _run_wan(rank, world, name, uly, ring, fn):
     return {"out": out, "plain": plain}
 
 
+def _wan_errors(rank, world):
+    """Sizes that do not split raise the same clear error on every rank, before any collective."""
+    model = tiny_wan()
+    msgs = []
+    # 1 x 2 x 6 latents: 3 tokens over 4 ranks; then Ulysses over all 4 ranks with 2 heads
+    for latents, uly in ((torch.randn(1, 4, 1, 2, 6), 1), (torch.randn(1, 4, 1, 4, 8), world)):
+        yunchang.set_seq_parallel_pg(uly, world // uly, rank, world)
+        sp = vy.parallelize_wan(model, attn_fn="reference")
+        try:
+            with torch.no_grad():
+                model(latents, torch.tensor([500.0]), torch.randn(1, 24, 32), return_dict=False)
+        except ValueError as e:
+            msgs.append(str(e))
+        finally:
+            sp.remove()
+    return msgs
+
+
 def _worker(rank, world, init_file, out_dir):
     torch.set_num_threads(1)
     os.environ.setdefault("VCATTN_NUM_THREADS", "1")
@@ -165,6 +183,8 @@ def _worker(rank, world, init_file, out_dir):
         results = {c[0]: _run_case(rank, world, c) for c in cases_for(world)}
         if has_wan():
             results.update({c[0]: _run_wan(rank, world, *c) for c in WAN_CASES[world]})
+            if world == 4:
+                results["wan_errors"] = _wan_errors(rank, world)
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -402,3 +422,11 @@ def test_parallelize_wan_errors():
     vcattn.install_wan_processors(model)
     with pytest.raises(ValueError, match="call parallelize_wan on the transformer first"):
         vy.parallelize_wan(model, attention=lambda *a, **k: None)
+
+
+@pytest.mark.skipif(not has_wan(), reason="diffusers with WanTransformer3DModel is not installed")
+def test_parallelize_wan_sizes_that_do_not_split():
+    for r in results(4):
+        tokens, heads = r["wan_errors"]
+        assert "3 tokens do not divide by the 4 sequence-parallel ranks" in tokens
+        assert "2 heads do not divide by the Ulysses degree 4" in heads

@@ -162,9 +162,10 @@ class _SelfAttentionProcessor:
     processor's projections, norms and RoPE run on this rank's tokens; its one SDPA call
     (B, H, S/P, D) becomes LongContextAttention on (B, S/P, H, D)."""
 
-    def __init__(self, base, attention):
+    def __init__(self, base, attention, ulysses):
         self.base = base
         self.attention = attention
+        self.ulysses = ulysses
 
     def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, rotary_emb=None,
                  *args, **kwargs):
@@ -181,6 +182,10 @@ class _SelfAttentionProcessor:
             if attn_mask is not None or dropout_p or is_causal or extra:
                 raise ValueError("vcattn.yunchang.parallelize_wan: the self-attention's SDPA call has a mask, "
                                  "dropout, is_causal or other arguments that USP attention does not take")
+            if query.shape[1] % self.ulysses:
+                raise ValueError(f"vcattn.yunchang.parallelize_wan: {query.shape[1]} heads do not divide by the "
+                                 f"Ulysses degree {self.ulysses}; pick a ulysses_degree that divides the head count "
+                                 "in set_seq_parallel_pg (and put the rest in the ring degree)")
             out = usp(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), softmax_scale=scale)
             return out.transpose(1, 2)
 
@@ -219,7 +224,7 @@ class WanSequenceParallel:
             self._handles.append(block.register_forward_pre_hook(self._shard_inputs))
             base = block.attn1.processor
             self._processors.append((block.attn1, base))
-            block.attn1.set_processor(_SelfAttentionProcessor(base, attention))
+            block.attn1.set_processor(_SelfAttentionProcessor(base, attention, self.gather_groups[0][1]))
         self._handles.append(blocks[-1].register_forward_hook(self._gather_output))
 
     def _take(self, x, dim):
