@@ -155,6 +155,8 @@ def main():
             exact = layer(x.float().cpu(), angles.cpu(),
                           lambda q, k, v: vcattn.reference_attention(q, k, v, "NHD")) if not cuda else \
                 layer(x, angles, lambda q, k, v: vcattn.reference_attention(q, k, v, "NHD").to(q.dtype))
+            # not bit-identical to one process for V-Smooth methods: each rank groups its own heads
+            # (k-means seeded per local head) and each ring step its own K/V shard
             for what, ref in (("the same layer in one process", single), ("exact attention", exact)):
                 f = vcattn.fidelity(ref.float().cpu().numpy(), out.float().cpu().numpy())
                 print(f"  vs {what}: rel-L2 {f['rel_l2']:.3g}, PSNR {f['psnr_db']:.1f} dB")

@@ -145,6 +145,8 @@ def _sp_layout():
     form ring block ring_rank.  Non-causal attention does not care which tokens a rank holds,
     only that every rank is consistent, so this serves both of yunchang's group layouts."""
     import torch.distributed as dist
+
+    _yunchang()
     from yunchang.globals import PROCESS_GROUP
 
     if not dist.is_initialized():
