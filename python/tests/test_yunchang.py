@@ -422,6 +422,10 @@ def test_parallelize_wan_errors():
     vcattn.install_wan_processors(model)
     with pytest.raises(ValueError, match="call parallelize_wan on the transformer first"):
         vy.parallelize_wan(model, attention=lambda *a, **k: None)
+    # a processor that attends without SDPA would attend over the local tokens only: refused
+    silent = vy._SelfAttentionProcessor(lambda attn, h, *a: h, attention=None, ulysses=1)
+    with pytest.raises(RuntimeError, match="did not call torch.nn.functional.scaled_dot_product_attention"):
+        silent(None, torch.zeros(1, 4, 8))
 
 
 @pytest.mark.skipif(not has_wan(), reason="diffusers with WanTransformer3DModel is not installed")

@@ -24,7 +24,9 @@ tests), or any callable ``fn(q, k, v, tensor_layout, sm_scale, return_lse, plan=
 step=None)`` that returns ``out`` or ``(out, lse)`` in vcattn's contract.
 
 Backends: whatever the process group uses - gloo with CPU tensors, NCCL with CUDA
-tensors.  torch is imported only when a wrapper is built or called.  See docs/parallel.md.
+tensors.  torch is imported only when a wrapper is built or called.  For the hybrid of the
+two (USP) and a whole Wan transformer across ranks, ``vcattn.yunchang`` puts vcattn inside
+yunchang's engine instead.  See docs/parallel.md.
 """
 from __future__ import annotations
 

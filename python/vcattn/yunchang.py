@@ -179,6 +179,7 @@ class _SelfAttentionProcessor:
         import torch.nn.functional as F
 
         usp = self.attention
+        calls = []
 
         def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **extra):
             if attn_mask is not None or dropout_p or is_causal or extra:
@@ -188,6 +189,7 @@ class _SelfAttentionProcessor:
                 raise ValueError(f"vcattn.yunchang.parallelize_wan: {query.shape[1]} heads do not divide by the "
                                  f"Ulysses degree {self.ulysses}; pick a ulysses_degree that divides the head count "
                                  "in set_seq_parallel_pg (and put the rest in the ring degree)")
+            calls.append(1)
             out = usp(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), softmax_scale=scale)
             return out.transpose(1, 2)
 
@@ -195,9 +197,17 @@ class _SelfAttentionProcessor:
             original = F.scaled_dot_product_attention
             F.scaled_dot_product_attention = sdpa
             try:
-                return self.base(attn, hidden_states, None, None, rotary_emb, *args, **kwargs)
+                out = self.base(attn, hidden_states, None, None, rotary_emb, *args, **kwargs)
             finally:
                 F.scaled_dot_product_attention = original
+        if not calls:
+            # the processor attended without F.scaled_dot_product_attention: over this rank's
+            # tokens only, which would be silently wrong
+            raise RuntimeError(f"vcattn.yunchang.parallelize_wan: the self-attention processor "
+                               f"{type(self.base).__name__} did not call torch.nn.functional."
+                               "scaled_dot_product_attention, so its attention cannot run across ranks; use "
+                               "diffusers' Wan processor (tested with diffusers 0.34.0)")
+        return out
 
 
 class WanSequenceParallel:
