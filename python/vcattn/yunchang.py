@@ -19,8 +19,10 @@ return_softmax``; returns ``(out (B, S, H, D) in q's dtype, lse (B, H, S) float3
 log)``, what yunchang's ``update_out_and_lse`` folds.  vcattn's LSE is that of the original
 scores (K smoothing and ExpCast's scale are undone), so shards merge exactly.
 
-yunchang and torch are imported only when a processor or module is built.  See
-docs/parallel.md for what runs on the CPU (gloo) and what was tested where.
+``parallelize_wan`` runs a diffusers Wan transformer with its video tokens split over
+yunchang's ranks.  yunchang is imported only when a module is built or a transformer
+parallelized, torch only when tensors arrive.  See docs/parallel.md for what runs on the CPU
+(gloo) and what was tested where.
 """
 from __future__ import annotations
 
