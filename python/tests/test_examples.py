@@ -38,3 +38,23 @@ def test_schedule_demo():
 def test_torch_examples_run_or_skip():
     run_example("sdpa_patch_torch.py")
     run_example("diffusers_wan_processor.py", "--steps", "2", timeout=120)
+
+
+def test_yunchang_wan_torchrun():
+    # two ranks over gloo on the CPU: Ulysses with vcattn, then the ring with exact attention
+    # (the script checks the gathered output against one process and exits non-zero on a miss)
+    if os.environ.get("VCATTN_TEST_REQUIRE_YUNCHANG") != "1":
+        pytest.importorskip("torch")
+        pytest.importorskip("yunchang")
+    for extra in ([], ["--ulysses-degree", "1", "--attn-fn", "reference"]):
+        out = run_torchrun("yunchang_wan_torchrun.py", 2, *extra)
+        assert "check: ok" in out and "2 ranks" in out
+
+
+def run_torchrun(name, nproc, *args, timeout=120):
+    env = dict(os.environ, PYTHONPATH=str(Path(vcattn.__file__).resolve().parents[1]),
+               VCATTN_LIBRARY=vcattn.library_info()["path"], OMP_NUM_THREADS="1")
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                        str(EXAMPLES / name), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r.stdout

@@ -18,6 +18,7 @@ LAYERS = [
     ["_ops"],                       # torch custom ops over the paths
     ["core", "eval_report"],        # the public call; the evaluation's report
     ["integration", "parallel", "eval", "capturing"],  # integrations, the evaluation, the capture
+    ["yunchang"],                   # vcattn inside yunchang's USP engine (over integration, parallel)
     ["__init__"],
     ["info"],                       # python -m vcattn.info (reads the public package)
 ]

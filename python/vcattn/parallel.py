@@ -24,7 +24,9 @@ tests), or any callable ``fn(q, k, v, tensor_layout, sm_scale, return_lse, plan=
 step=None)`` that returns ``out`` or ``(out, lse)`` in vcattn's contract.
 
 Backends: whatever the process group uses - gloo with CPU tensors, NCCL with CUDA
-tensors.  torch is imported only when a wrapper is built or called.  See docs/parallel.md.
+tensors.  torch is imported only when a wrapper is built or called.  For the hybrid of the
+two (USP) and a whole Wan transformer across ranks, ``vcattn.yunchang`` puts vcattn inside
+yunchang's engine instead.  See docs/parallel.md.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from .core import attention, merge_attention, reference_attention
 from .plan import Plan
 
 __all__ = ["UlyssesAttention", "RingAttention", "vcattn_attention_fn", "sdpa_attention_fn",
-           "reference_attention_fn", "shard_sequence", "gather_sequence"]
+           "reference_attention_fn", "per_rank_attention_fn", "shard_sequence", "gather_sequence"]
 
 _VALIDATE = ("first", "always", "never")
 
@@ -114,7 +116,9 @@ def sdpa_attention_fn():
     return fn
 
 
-def _resolve_fn(attn_fn, method):
+def per_rank_attention_fn(attn_fn=None, method: str = DEFAULT_METHOD):
+    """The per-rank function that ``attn_fn`` names: None / "vcattn" (``method``), "sdpa",
+    "reference", or a callable in the per-rank convention (returned as it is)."""
     if attn_fn is None or attn_fn == "vcattn":
         return vcattn_attention_fn(method)
     if attn_fn == "sdpa":
@@ -308,7 +312,7 @@ class _SequenceParallel:
         if validate not in _VALIDATE:
             raise ValueError(f"vcattn.{type(self).__name__}: validate must be one of {_VALIDATE}, got {validate!r}")
         self.group = group
-        self.attn_fn = _resolve_fn(attn_fn, method)
+        self.attn_fn = per_rank_attention_fn(attn_fn, method)
         self.validate = validate
         self._seen = set()
 
