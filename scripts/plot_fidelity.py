@@ -55,7 +55,7 @@ def main():
                         label="all heads" if i == 0 else None)
                 ax.text(i, o + 0.5, f"{o:.1f}", ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(ok)))
-        ax.set_xticklabels([name for name, _ in ok], fontsize=8)
+        ax.set_xticklabels([name for name, _ in ok], fontsize=8, rotation=12, ha="right")
         ax.set_ylabel("PSNR vs FP64 (dB)")
         reg = inp.get("regime", [])
         tails = ", ".join(f"{r['tail_mass_2m15_mean']:.1e}" for r in reg)
