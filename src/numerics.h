@@ -329,12 +329,14 @@ VC_HD static inline uint8_t vc_expcast_code_biased(float v) {
  * (scores of ordinary magnitude: a is ~1e-3) that is <= 2^-7 of a code; for
  * larger a (scores of thousands of log2 units per INT8 step: Q or sm_scale
  * scaled up by >= ~1e3) the error swamps the code and a whole row can get
- * code 0, so l = 0 and the output 0/0.  The CPU simulation then evaluates the
- * bracket from the FP32 score relative to the row max instead, 8 (t - m) +
- * const, which keeps the row max at the top code (vc_expcast_bracket_direct). */
+ * code 0, so l = 0 and the output 0/0.  The simulation and the kernel (a
+ * per-thread branch, taken only for such inputs) then evaluate the bracket
+ * from the FP32 score t = fl(s c) relative to the scale m instead, in FP32:
+ * fma(8, fl(t - m), const), which keeps the row max at the top code
+ * (vc_expcast_bracket_direct). */
 #define VC_EXPCAST_MAGIC_MAX_A 0.0078125f /* 2^-7 */
-VC_HD static inline float vc_expcast_bracket_direct(double t_minus_m, float biased_const) {
-    return (float)(8.0 * t_minus_m + (double)biased_const);
+VC_HD static inline float vc_expcast_bracket_direct(float t, float m, float biased_const) {
+    return fmaf(8.0f, t - m, biased_const);
 }
 #define VC_EXPCAST_INT_MAGIC_BITS 0x4B400000
 #define VC_EXPCAST_BIASED_CONST 247.65f /* 120 + beta + 128 */

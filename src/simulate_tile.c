@@ -247,7 +247,7 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
         const float p_scale = tail ? VC_EXPCAST_TAIL_P_SCALE : VC_EXPCAST_P_SCALE;
         for (int64_t j = 0; j < nvalid; ++j) {
             const float a = 8.0f * (float)cc[j];
-            const float v = a > VC_EXPCAST_MAGIC_MAX_A ? vc_expcast_bracket_direct(tt[j] - m_new, direct_const)
+            const float v = a > VC_EXPCAST_MAGIC_MAX_A ? vc_expcast_bracket_direct((float)tt[j], (float)m_new, direct_const)
                             : tail ? vc_expcast_tail_biased_bracket(a, (float)sd[j], (float)m_new)
                                    : vc_expcast_biased_bracket(a, (float)sd[j], (float)m_new);
             const uint8_t code = tail ? vc_expcast_tail_code_biased(v) : vc_expcast_code_biased(v);

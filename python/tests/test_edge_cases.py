@@ -33,8 +33,10 @@ HAVE_CUDA = bool(torch is not None and torch.cuda.is_available() and _gpu.availa
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not HAVE_CUDA, reason="needs torch, a Hopper GPU and a CUDA build of libvcattn"))]
 # Known GPU gaps of the numerics contract (issue 14, docs/method.md): the kernel keeps
-# ExpCast's one-FMA bracket for huge score scales, and the preprocessing's V scale
-# overflows for subnormal V.  strict: an xpass (the gap fixed) fails and asks for this to go.
+# ExpCast's one-FMA bracket for huge score scales and cannot report scores beyond FP32 (no
+# status from inside a launch), an sm_scale the GPU refuses falls back to SDPA, and the
+# preprocessing's V scale overflows for subnormal V.
+# strict: an xpass (the gap fixed) fails and asks for the mark to go.
 _GPU_GAP = "issue 14: the GPU path does not meet the extreme-input contract here yet"
 DEVICES_GPU_GAP = ["cpu", pytest.param("cuda", marks=[pytest.mark.skipif(
     not HAVE_CUDA, reason="needs torch, a Hopper GPU and a CUDA build of libvcattn"),
@@ -73,9 +75,14 @@ def rounding_floor(ref, device):
     return rel_l2(ref, torch.from_numpy(np.asarray(ref, np.float32)).to(torch.bfloat16))
 
 
-@pytest.mark.parametrize("device", DEVICES_GPU_GAP)
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", ["q*1e6", "k*1e6", "sm=1e30", "q*1e30"])
-def test_large_scores_default_method_finite_and_close(rng, case, device):
+def test_large_scores_default_method_finite_and_close(rng, case, device, request):
+    if device == "cuda":
+        # q, k x 1e6: the kernel keeps ExpCast's one-FMA bracket (the direct form as a branch
+        # cost the fast path 4%, docs/kernel-log.md); sm_scale 1e30: refused before launching,
+        # the fallback's SDPA overflows; q x 1e30: no status from inside a launch
+        request.node.add_marker(pytest.mark.xfail(strict=True, reason=_GPU_GAP))
     """Was: about half the outputs NaN (the ExpCast bracket lost every code of a row).
 
     CUDA, sm=1e30: the ExpCast methods refuse a scale above ~6.8e10 before the launch

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/preprocess/prep_debug.h" /* the preprocessing knob (process-wide) */
+#include "cuda/preprocess/prep_debug.h" /* the preprocessing knob (this thread's) */
 #include "gpu_inputs.h"
 #include "numerics.h"
 #include "vcattn.h"

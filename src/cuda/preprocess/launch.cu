@@ -20,9 +20,10 @@
 #include "preprocess/vectorized.cuh"
 
 /* ---- host side: launch the chain --------------------------------------------------------- */
-/* The benchmark/test knob (prep_debug.h): process-wide state, read by every launch. */
-static int g_prep_impl = 0;
-static unsigned g_prep_passes = 31u;
+/* The benchmark/test knob (prep_debug.h): per host thread, read by that thread's launches
+ * (no process-wide mutable state in the library). */
+static thread_local int g_prep_impl = 0;
+static thread_local unsigned g_prep_passes = 31u;
 
 extern "C" void vcattn_gpu_prep_debug(int impl, unsigned passes) {
     g_prep_impl = impl;

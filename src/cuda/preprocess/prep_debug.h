@@ -1,8 +1,9 @@
 /* prep_debug.h - the test/benchmark knob of the preprocessing passes (not in the
  * public API; tests/gpu/gpu_check and gpu_bench call it).  C and CUDA.
  *
- * vcattn_gpu_prep_debug(impl, passes) sets PROCESS-WIDE state that every later
- * vcattn_gpu_attention call in the process reads (not per stream, not thread-safe):
+ * vcattn_gpu_prep_debug(impl, passes) sets state of the CALLING THREAD that its
+ * later vcattn_gpu_attention calls read (thread-local: other threads keep the
+ * defaults, so a test flipping it cannot change another thread's calls):
  *   impl   0 = the vectorized path whenever the views allow it (the default),
  *          1 = always the scalar path, 2 = as 0 with 3 key blocks per V statistics
  *          CTA whatever the size (tests that loop);
