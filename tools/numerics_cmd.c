@@ -10,6 +10,8 @@
 
 #include "cli_args.h"
 #include "vcattn.h"
+#include "numerics.h"
+#include "tiling.h"
 
 static const char *k_numerics_usage =
     "usage: vcattn numerics [--json] [--samples N]\n"
@@ -44,14 +46,33 @@ int vc_cmd_numerics(int argc, char **argv) {
     if (st) return vc_cli_fail("expcast_measure", st);
     vcattn_expcast_tail_facts tf;
     if ((st = vcattn_expcast_tail_measure(samples < 1000 ? samples : 1000, &tf))) return vc_cli_fail("expcast_tail_measure", st);
+    /* the block-max scale (vsmooth-expcast-blockmax-8bit): its descent per block for
+     * typical key counts and the bounds it keeps (numerics.h) */
+    static const int64_t keys[5] = {8192, 9600, 32760, 75600, 118800};
+    double bm_d[5], bm_alpha[5], bm_total[5];
+    for (int i = 0; i < 5; ++i) {
+        const int64_t blocks = (keys[i] + VC_BLOCK_K - 1) / VC_BLOCK_K;
+        bm_d[i] = (double)vc_blockmax_descent(blocks);
+        bm_alpha[i] = exp2(bm_d[i]);
+        bm_total[i] = bm_d[i] * (double)blocks;
+    }
+    /* the largest FP16 operand of the V-Smooth restore: alpha x a quad thread's row-sum
+     * partial (32 keys at the top code: 256 for ExpCast) */
+    const double restore_max = exp2((double)VC_BLOCKMAX_DESCENT) * 32.0 * VC_EXPCAST_P_SCALE;
     if (json) {
         printf("{\"beta\": %.4f, \"agree_share\": %.6f, \"max_code_diff\": %d, \"ratio_min\": %.6f, "
                "\"ratio_max\": %.6f, \"row_tv_bound\": %.6f, \"samples_per_doubling\": %lld, "
                "\"tail\": {\"paths\": [\"exp\", \"expcast\", \"expcast_tail\"], \"cut_octaves\": [%.3f, %.3f, %.3f], "
-               "\"tail_mass_ratio\": [%.4f, %.4f, %.4f], \"slope\": %.10g, \"offset\": %.4g}}\n",
+               "\"tail_mass_ratio\": [%.4f, %.4f, %.4f], \"slope\": %.10g, \"offset\": %.4g}, "
+               "\"blockmax\": {\"keys\": [%lld, %lld, %lld, %lld, %lld], \"descent\": [%.5f, %.5f, %.5f, %.5f, %.5f], "
+               "\"alpha_max\": [%.4f, %.4f, %.4f, %.4f, %.4f], \"total_descent_max\": [%.2f, %.2f, %.2f, %.2f, %.2f], "
+               "\"restore_operand_max\": %.0f, \"fp16_max\": 65504}}\n",
                f.beta, f.agree_share, f.max_code_diff, f.ratio_min, f.ratio_max, f.row_tv_bound,
                (long long)samples, tf.cut_octaves[0], tf.cut_octaves[1], tf.cut_octaves[2], tf.tail_mass_ratio[0],
-               tf.tail_mass_ratio[1], tf.tail_mass_ratio[2], tf.slope, tf.offset);
+               tf.tail_mass_ratio[1], tf.tail_mass_ratio[2], tf.slope, tf.offset, (long long)keys[0],
+               (long long)keys[1], (long long)keys[2], (long long)keys[3], (long long)keys[4], bm_d[0], bm_d[1],
+               bm_d[2], bm_d[3], bm_d[4], bm_alpha[0], bm_alpha[1], bm_alpha[2], bm_alpha[3], bm_alpha[4], bm_total[0],
+               bm_total[1], bm_total[2], bm_total[3], bm_total[4], restore_max);
     } else {
         printf("ExpCast-FP8: code = clip[0,120](RNE(8*(u+8) + 56 + beta)), beta = %.2f\n", f.beta);
         printf("  direct code == FP32 exp + RNE cast on   %.1f%% of each doubling (paper: 79.6%%)\n",
@@ -68,6 +89,13 @@ int vc_cmd_numerics(int argc, char **argv) {
         for (int p = 0; p < 3; ++p)
             printf("  %-42s %16.2f %25.1f%%\n", names[p], tf.cut_octaves[p], 100.0 * tf.tail_mass_ratio[p]);
         printf("  tail line: h2 = bf16(h1 * %.10g + %.4g), code = max(h1, 128, h2) - 128\n", tf.slope, tf.offset);
+        printf("the block-max scale (vsmooth-expcast-blockmax-8bit): m_n = max(blockmax_n, m_{n-1} - d),\n"
+               "  d = min(%.0f, %.0f / blocks) log2 units per 128-key block\n",
+               (double)VC_BLOCKMAX_DESCENT, (double)VC_BLOCKMAX_TOTAL_DESCENT);
+        printf("  %8s %10s %12s %22s\n", "keys", "d", "alpha <=", "fall over the row <=");
+        for (int i = 0; i < 5; ++i)
+            printf("  %8lld %10.5f %12.4f %22.2f\n", (long long)keys[i], bm_d[i], bm_alpha[i], bm_total[i]);
+        printf("  restore operand alpha r <= %.0f (FP16 max 65504)\n", restore_max);
     }
     return 0;
 }
