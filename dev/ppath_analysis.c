@@ -4,7 +4,7 @@
  *
  *   vcattn_ppath --preset NAME [--frames T] [--heads N] [--seed S]
  *                [--rows N] [--threads N] [--json PATH]
- *                [--running-max | --running-max-kmeans] [--simulate] [--quiet]
+ *                [--running-max | --running-max-kmeans | --block-max-kmeans] [--simulate] [--quiet]
  *
  * For each head of the preset (BF16 Q, K, V as `vcattn workload` writes them)
  * and N query rows per head spread evenly through the sequence (default 256),
@@ -89,7 +89,7 @@ typedef struct {
     row_result *res;
     double *scratch; /* workers x GROUP x S scores */
     double *acc;     /* workers x GROUP x (1 + 3 NP) x D */
-    int running;     /* code against the running max of 128-key blocks */
+    int running;     /* 1: code against the running max of 128-key blocks, 2: the block-max scale */
     const int32_t *perm;   /* key order of the blocks (position -> key); NULL: sequence order */
     const int32_t *blk_of; /* key -> its block in that order */
 } head_ctx;
@@ -162,14 +162,19 @@ static void head_group(void *vctx, int64_t gi, int worker) {
         for (int i = 0; i < g; ++i) res[i].o2 = NAN;
         return;
     }
+    /* running == 2: the block-max scale (numerics.h), m_b = max(blockmax_b, m_{b-1} - d) */
+    const double descent = (double)vc_blockmax_descent(nblk);
     for (int i = 0; i < g; ++i) {
-        double m = -INFINITY;
+        double m = -INFINITY, mb = -INFINITY;
         for (int64_t b = 0; b < nblk; ++b) {
+            double bm = -INFINITY;
             for (int64_t pos = b * VC_BLOCK_K; pos < S && pos < (b + 1) * VC_BLOCK_K; ++pos) {
                 const int64_t j = c->perm ? c->perm[pos] : pos;
-                if (u[i * S + j] > m) m = u[i * S + j];
+                if (u[i * S + j] > bm) bm = u[i * S + j];
             }
-            mrun[i * nblk + b] = c->running ? m : 0.0;
+            if (bm > m) m = bm;
+            mb = fmax(bm, mb - descent);
+            mrun[i * nblk + b] = c->running == 2 ? mb : c->running ? m : 0.0;
         }
     }
     double vd[DMAX];
@@ -319,7 +324,8 @@ static void print_table(const char *preset, int64_t S, int64_t frames, int64_t r
                         const head_summary *hs, int64_t nh, const head_summary *all) {
     printf("# P path in isolation: %s, %lld frames, %lld keys, %lld rows per head, FP64 scores and V, codes against the %s\n",
            preset, (long long)frames, (long long)S, (long long)rows,
-           running == 2 ? "running max of 128-key blocks in the k-means order"
+           running == 3 ? "block-max scale (vsmooth-expcast-blockmax-8bit) of 128-key blocks in the k-means order"
+           : running == 2 ? "running max of 128-key blocks in the k-means order"
            : running ? "running max of 128-key blocks in sequence order" : "row's final max");
     printf("# rel-L2 |e|/|O| of O_q (row sum from the quantized P) and its parts; exact-sum = O with the exact row sum\n");
     printf("%-4s %-6s %-8s %-5s %-13s %9s %9s %9s %9s %9s %9s %8s %8s %9s %9s %9s\n", "head", "g_h", "pmax_med",
@@ -417,7 +423,7 @@ static int write_json(const char *path, const char *preset, const vcattn_workloa
             " \"paths\": [\"exp-e4m3\", \"expcast\", \"expcast-tail\"],\n"
             " \"heads\": [\n",
             preset, (long long)wp->frames, (long long)wp->height, (long long)wp->width, (long long)S,
-            (unsigned long long)wp->seed, (long long)rows, running == 2 ? "\"kmeans-order\"" : running ? "\"sequence-order\"" : "false", secs);
+            (unsigned long long)wp->seed, (long long)rows, running == 3 ? "\"block-max-kmeans-order\"" : running == 2 ? "\"kmeans-order\"" : running ? "\"sequence-order\"" : "false", secs);
     for (int64_t h = 0; h < nh; ++h) {
         fprintf(f, "  {\"head\": %lld, ", (long long)h);
         json_head(f, &hs[h], 1);
@@ -489,7 +495,7 @@ static int simulate_head(const float *q, const float *k, const float *v, int64_t
 
 static const char *k_usage =
     "usage: vcattn_ppath --preset NAME [--frames T] [--heads N] [--seed S] [--rows N]\n"
-    "                    [--threads N] [--json PATH] [--running-max | --running-max-kmeans]\n"
+    "                    [--threads N] [--json PATH] [--running-max | --running-max-kmeans | --block-max-kmeans]\n"
     "                    [--simulate] [--quiet]\n"
     "The P path in isolation (docs/fidelity-analysis.md): per head, the error of O from\n"
     "quantizing P alone (exp-e4m3, expcast, expcast-tail), split into tail, mantissa,\n"
@@ -498,6 +504,8 @@ static const char *k_usage =
     "    as the kernels do, instead of the row's final max.\n"
     "--running-max-kmeans: the same, blocks in the V-Smooth plan's order\n"
     "    (vcattn_vsmooth_plan, default k-means: k = 64, 8 iterations).\n"
+    "--block-max-kmeans: blocks in that order, each coded against the block-max scale\n"
+    "    of vsmooth-expcast-blockmax-8bit (max(block max, previous - d), d = min(2, 80/blocks)).\n"
     "--simulate: also the library's simulation with only p_format set (FP32 Q, K, V).\n";
 
 static int usage_error(const char *msg, const char *arg) {
@@ -539,6 +547,9 @@ int main(int argc, char **argv) {
             running = 1;
         } else if (!strcmp(a, "--running-max-kmeans")) {
             running = kmeans_order = 1;
+        } else if (!strcmp(a, "--block-max-kmeans")) {
+            running = 2;
+            kmeans_order = 1;
         } else if (!strcmp(a, "--simulate")) {
             simulate = 1;
         } else if (!strcmp(a, "--quiet")) {
