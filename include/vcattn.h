@@ -43,8 +43,8 @@ typedef enum vcattn_status {
     VCATTN_STATUS_CUDA_ERROR,         /* a CUDA runtime call failed */
     VCATTN_STATUS_NOT_BUILT,          /* this build has no CUDA support */
     VCATTN_STATUS_SCORE_OVERFLOW,     /* finite inputs whose scaled scores overflow FP32 (the
-                                         quantized paths compute them in FP32): scale Q, K or
-                                         sm_scale down */
+                                         quantized paths compute them in FP32; the reference
+                                         and the FP64 path: FP64): scale Q, K or sm_scale down */
     VCATTN_STATUS_COUNT
 } vcattn_status;
 
@@ -76,7 +76,10 @@ void vcattn_attention_params_init(vcattn_attention_params *p, int64_t batch, int
 /* Checks shapes, strides, pointers and head_dim (not the data). */
 vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p);
 
-/* Exact attention: FP64 accumulation of scores, softmax and output. */
+/* Exact attention: FP64 accumulation of scores, softmax and output.
+ * Non-finite Q, K or V: NON_FINITE.  Finite inputs whose scaled scores
+ * overflow FP64 (|q.k| * softmax_scale beyond ~1e308, e.g. softmax_scale
+ * 1e300): SCORE_OVERFLOW (the row would be NaN); anything below is answered. */
 vcattn_status vcattn_reference_attention(const vcattn_attention_params *p);
 
 /* ---- query-row sampling ---------------------------------------------------------

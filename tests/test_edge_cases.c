@@ -272,3 +272,59 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
         CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SCORE_OVERFLOW);
     }
 }
+
+/* Found by fuzz/fuzz_params.c: softmax_scale 1e300 (accepted: any finite
+ * scale is) with Q of ~1e10 made FP64 scores of +Inf in the reference, and
+ * every output of the row NaN with SUCCESS.  Now SCORE_OVERFLOW, like the
+ * quantized paths; scores below the FP64 limit are still answered. */
+TEST(reference_scores_beyond_fp64_are_a_clear_status) {
+    static edge_inputs x;
+    edge_random(&x);
+    const int64_t nq = EB * EH * ESQ * ED;
+    scale_all(x.q, (int)nq, 1e10, 0.0);
+    static float out[EB * EH * ESQ * ED];
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, out);
+    p.softmax_scale = 1e300;
+    CHECK_STATUS(vcattn_attention_params_validate(&p), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SCORE_OVERFLOW);
+    static const int64_t rows[2] = {0, 129};
+    CHECK_STATUS(vcattn_reference_attention_rows(&p, rows, 2), VCATTN_STATUS_SCORE_OVERFLOW);
+    /* the simulation's FP64 path and every method say the same */
+    const vcattn_method_config exact = {VCATTN_QK_FORMAT_FP32, VCATTN_QK_GRANULARITY_BLOCK, 0, 0,
+                                        VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0};
+    CHECK_STATUS(vcattn_simulate_attention(&p, &exact, NULL, NULL), VCATTN_STATUS_SCORE_OVERFLOW);
+    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get((vcattn_method)m, &cfg);
+        CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SCORE_OVERFLOW);
+    }
+    /* scores below FP64's limit are answered: sm_scale 1e290 with Q * 1e10 (scores ~1e301) */
+    p.softmax_scale = 1e290;
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+    CHECK(all_finite(out, nq));
+}
+
+/* Found by fuzz/fuzz_params.c: vcattn_gpu_params_init and
+ * vcattn_attention_params_init multiplied the sizes for the strides in
+ * int64 without a check (signed overflow, undefined behaviour, for e.g.
+ * heads = 2^62).  Now an overflowing stride is INT64_MAX and validation
+ * refuses the call. */
+TEST(params_init_with_huge_sizes_is_refused_not_undefined) {
+    static float dummy[4];
+    const int64_t big = (int64_t)1 << 62;
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, 1, big, 2, 2, 64, dummy, dummy, dummy, dummy);
+    CHECK(p.q_stride[0] == INT64_MAX && p.q_stride[1] == 128 && p.q_stride[2] == 64);
+    CHECK_STATUS(vcattn_attention_params_validate(&p), VCATTN_STATUS_SIZE_OVERFLOW);
+    vcattn_attention_params_init(&p, 2, 1, big, 1, 128, dummy, dummy, dummy, dummy);
+    CHECK(p.q_stride[1] == INT64_MAX && p.k_stride[1] == 128);
+    CHECK(vcattn_attention_params_validate(&p) != VCATTN_STATUS_SUCCESS);
+    vcattn_gpu_params g;
+    vcattn_gpu_params_init(&g, 1, big, 1, 1, 64, dummy, dummy, dummy, dummy);
+    CHECK(g.q_stride[0] == INT64_MAX && g.k_stride[0] == INT64_MAX && g.q_stride[1] == 64);
+    CHECK(vcattn_gpu_params_validate(&g) != VCATTN_STATUS_SUCCESS);
+    /* ordinary sizes keep the contiguous strides */
+    vcattn_gpu_params_init(&g, 2, 3, 5, 7, 64, dummy, dummy, dummy, dummy);
+    CHECK(g.q_stride[0] == 3 * 5 * 64 && g.k_stride[1] == 7 * 64 && g.o_stride[2] == 64);
+}
