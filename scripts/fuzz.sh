@@ -9,14 +9,16 @@
 #   scripts/fuzz.sh [SECONDS]
 #
 # New corpus entries go to build-fuzz/corpus/<harness>/ (kept between runs);
-# the seeds in fuzz/corpus/<harness>/ are only read.
+# the seeds in fuzz/corpus/<harness>/ are only read.  FUZZ_BUILD_DIR=dir
+# builds and runs elsewhere (e.g. a long run beside a short one); FUZZ_CC=cc
+# picks another clang.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 total=${1:-60}
 per=$(( total / 3 ))
 [ "$per" -ge 1 ] || per=1
 jobs=$(nproc 2>/dev/null || echo 2)
-build=build-fuzz
+build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${FUZZ_CC:-clang}
 
 echo "== fuzzers: building in $build/ ($cc, libFuzzer + ASan + UBSan)"

@@ -412,7 +412,8 @@ TILE_STEP void tile_epilogue(sim_ctx *c, const tile_scratch *t, const task_rows 
             p->lse[(c->b * p->heads + c->h) * Nout + orw] = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
         }
         if (want_tv && orw % c->extra->tv_row_stride == 0) {
-            int64_t nsamp = (Nout + c->extra->tv_row_stride - 1) / c->extra->tv_row_stride;
+            /* ceil(Nout / stride) without Nout + stride, which overflows for a huge stride */
+            int64_t nsamp = (Nout - 1) / c->extra->tv_row_stride + 1;
             c->extra->row_tv[(c->b * p->heads + c->h) * nsamp + orw / c->extra->tv_row_stride] =
                 row_total_variation(c, row, t->pstore + i * keys, t->mstore + i * hd->nblk, m[i], l[i]);
         }

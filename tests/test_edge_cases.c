@@ -328,3 +328,23 @@ TEST(params_init_with_huge_sizes_is_refused_not_undefined) {
     vcattn_gpu_params_init(&g, 2, 3, 5, 7, 64, dummy, dummy, dummy, dummy);
     CHECK(g.q_stride[0] == 3 * 5 * 64 && g.k_stride[1] == 7 * 64 && g.o_stride[2] == 64);
 }
+
+/* Found by fuzz/fuzz_params.c: a row_tv stride near INT64_MAX (valid: any
+ * stride >= 1 is) overflowed int64 in the count of sampled rows (UB).  With
+ * such a stride only row 0 of each (batch, head) is sampled, and its total
+ * variation is the one a stride of 1 gives it. */
+TEST(row_tv_with_a_huge_stride_samples_row_zero) {
+    static edge_inputs x;
+    edge_random(&x);
+    static float out[EB * EH * ESQ * ED];
+    double tv1[EB * EH * ESQ], tvbig[EB * EH] = {-1.0, -1.0};
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, out);
+    vcattn_method_config cfg;
+    vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfg);
+    vcattn_sim_outputs one = {NULL, tv1, 1, NULL}, big = {NULL, tvbig, INT64_MAX, NULL};
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, &one), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, &big), VCATTN_STATUS_SUCCESS);
+    for (int bh = 0; bh < EB * EH; ++bh)
+        CHECK_MSG(tvbig[bh] == tv1[bh * ESQ] && tv1[bh * ESQ] > 0.0, "(b,h) %d: %g vs %g", bh, tvbig[bh], tv1[bh * ESQ]);
+}
