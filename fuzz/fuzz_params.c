@@ -537,7 +537,12 @@ static void op_attention(rd *r) {
         check_output_view(p->o, c.ext[3], B, H, Sq, D, p->o_stride);
         if (lse) REQUIRE(all_finite_f(lse, B * H * Sq));
         if (want_extra) {
-            REQUIRE(all_finite_f(extra.o_pq_v, nq) && all_finite_d(extra.o_f64, nq));
+            for (int64_t i = 0; i < nq; ++i)
+                if (!isfinite(extra.o_pq_v[i]) || !isfinite(extra.o_f64[i])) {
+                    snprintf(g_case + strlen(g_case), sizeof g_case - strlen(g_case), " element %lld: o_pq_v %g o_f64 %g",
+                             (long long)i, (double)extra.o_pq_v[i], extra.o_f64[i]);
+                    REQUIRE(isfinite(extra.o_pq_v[i]) && isfinite(extra.o_f64[i]));
+                }
             for (int64_t i = 0; i < B * H * ntv; ++i) REQUIRE(extra.row_tv[i] >= 0.0 && extra.row_tv[i] <= 1.0 + 1e-6);
         }
     }

@@ -400,8 +400,14 @@ TILE_STEP void tile_epilogue(sim_ctx *c, const tile_scratch *t, const task_rows 
         }
         if (c->extra && c->extra->o_pq_v) {
             float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Nout + orw) * D;
-            const double vs = ldexp(1.0, hd->v_shift);
-            for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t->oe[i * D + d] * inv_l * vs);
+            const double vs = ldexp(1.0, hd->ve_shift);
+            int oe_finite = 1;
+            for (int64_t d = 0; d < D; ++d) {
+                oe[d] = (float)(t->oe[i * D + d] * inv_l * vs);
+                oe_finite &= isfinite(oe[d]);
+            }
+            /* P_q V beyond FP32 (V within a few percent of FLT_MAX): refused like o */
+            if (!oe_finite) atomic_store(&c->overflow, 1);
         }
         if (p->lse) {
             /* K smoothing shifted every score of the row by -q.mean(k): add it back */

@@ -348,3 +348,31 @@ TEST(row_tv_with_a_huge_stride_samples_row_zero) {
     for (int bh = 0; bh < EB * EH; ++bh)
         CHECK_MSG(tvbig[bh] == tv1[bh * ESQ] && tv1[bh * ESQ] > 0.0, "(b,h) %d: %g vs %g", bh, tvbig[bh], tv1[bh * ESQ]);
 }
+
+/* Found by fuzz/fuzz_params.c: with V near FLT_MAX and per-channel E4M3 V
+ * (sage2-8bit, the V-Smooth 8-bit methods), o was right but the error-budget
+ * output o_pq_v (quantized P, scaled up to 448, times the exact V, summed in
+ * FP32) was Inf with SUCCESS.  The exact V of that sum is now held times a
+ * power of two like the other formats', and an o_pq_v beyond FP32 is refused. */
+TEST(o_pq_v_stays_finite_for_v_near_flt_max) {
+    static edge_inputs x;
+    edge_random(&x);
+    const int64_t nq = EB * EH * ESQ * ED, nk = EB * EH * ESKV * ED;
+    scale_all(x.v, (int)nk, 3e37, 0.0); /* max |V| ~ 1.3e38 */
+    static float ref[EB * EH * ESQ * ED], out[EB * EH * ESQ * ED], pqv[EB * EH * ESQ * ED];
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, ref);
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+    p.o = out;
+    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get((vcattn_method)m, &cfg);
+        vcattn_sim_outputs extra = {pqv, NULL, 1, NULL};
+        const char *name = vcattn_method_name((vcattn_method)m);
+        CHECK_MSG(vcattn_simulate_attention(&p, &cfg, NULL, &extra) == VCATTN_STATUS_SUCCESS, "%s", name);
+        CHECK_MSG(all_finite(out, nq) && all_finite(pqv, nq), "%s: o or o_pq_v not finite", name);
+        /* P_q V is the reference up to the P path's error */
+        const double r = rel_l2(ref, pqv, nq), bound = cfg.qk_format == VCATTN_QK_FORMAT_NVFP4 ? 0.4 : 0.1;
+        CHECK_MSG(r < bound, "%s: o_pq_v rel_l2 %.4g", name, r);
+    }
+}
