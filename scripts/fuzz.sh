@@ -11,7 +11,8 @@
 # New corpus entries go to build-fuzz/corpus/<harness>/ (kept between runs);
 # the seeds in fuzz/corpus/<harness>/ are only read.  FUZZ_BUILD_DIR=dir
 # builds and runs elsewhere (e.g. a long run beside a short one); FUZZ_CC=cc
-# picks another clang.
+# picks another clang; FUZZ_HARNESSES="params npy" runs only those, in that
+# order (SECONDS is still split by 3 per harness).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 total=${1:-60}
@@ -28,7 +29,7 @@ cmake --build "$build" -j "$jobs" --target fuzz_npy fuzz_params fuzz_cli >/dev/n
 
 status=0
 total_execs=0
-for h in npy params cli; do
+for h in ${FUZZ_HARNESSES:-npy params cli}; do
     work="$build/corpus/$h" artifacts="$build/artifacts/$h" log="$build/fuzz_$h.log"
     mkdir -p "$work" "$artifacts"
     opts=(-max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
