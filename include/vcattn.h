@@ -79,7 +79,9 @@ vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p)
 /* Exact attention: FP64 accumulation of scores, softmax and output.
  * Non-finite Q, K or V: NON_FINITE.  Finite inputs whose scaled scores
  * overflow FP64 (|q.k| * softmax_scale beyond ~1e308, e.g. softmax_scale
- * 1e300): SCORE_OVERFLOW (the row would be NaN); anything below is answered. */
+ * 1e300): SCORE_OVERFLOW (the row would be NaN); anything below is answered,
+ * except that with p->lse set an LSE (about the row's max score) beyond
+ * FP32 is SCORE_OVERFLOW too (without lse the same call answers o). */
 vcattn_status vcattn_reference_attention(const vcattn_attention_params *p);
 
 /* ---- query-row sampling ---------------------------------------------------------
@@ -174,8 +176,9 @@ typedef struct vcattn_sim_outputs {
 /* Every finite input gives a finite output close to the reference or a
  * status: SCORE_OVERFLOW when the scaled scores (or their scale factors)
  * overflow FP32, which the quantized paths compute them in (e.g. Q and K each
- * ~1e20), or when an output (o, or extra->o_pq_v) is beyond FP32 (V within
- * a few percent of FLT_MAX, where quantized P sums to more than 1); the
+ * ~1e20), or when an output (o, lse, or extra->o_pq_v) is beyond FP32 (V
+ * within a few percent of FLT_MAX, where quantized P sums to more than 1; an
+ * LSE of ~1e40 even where K smoothing keeps the scores in range); the
  * unquantized FP64 path and vcattn_reference_attention answer those exactly.  Subnormal inputs and scales 1e-30 .. 1e30 of Q, K, V and
  * softmax_scale are answered (tests/test_edge_cases.c). */
 vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,

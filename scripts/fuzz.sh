@@ -36,17 +36,19 @@ for h in ${FUZZ_HARNESSES:-npy params cli}; do
           -artifact_prefix="$artifacts/")
     [ -f "fuzz/$h.dict" ] && opts+=(-dict="fuzz/$h.dict")
     rc=0
+    t0=$SECONDS
     # detect_leaks: a leak fails the run like a crash; halt_on_error: UBSan stops at the first report
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         "$build/fuzz_$h" "${opts[@]}" "$work" "fuzz/corpus/$h" >"$log" 2>&1 || rc=$?
+    secs=$(( SECONDS - t0 ))
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     line=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
     cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$line")
     ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$line")
     corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[a-zA-Z]*\).*/\1/p' <<<"$line")
-    printf '   fuzz_%-7s %10s executions in %3d s  cov %-5s ft %-6s corpus %s\n' \
-        "$h" "${execs:-?}" "$per" "${cov:-?}" "${ft:-?}" "${corp:-?}"
+    printf '   fuzz_%-7s %10s executions in %4d s  cov %-5s ft %-6s corpus %s\n' \
+        "$h" "${execs:-?}" "$secs" "${cov:-?}" "${ft:-?}" "${corp:-?}"
     total_execs=$(( total_execs + ${execs:-0} ))
     if [ "$rc" -ne 0 ] || [ -n "$(ls -A "$artifacts")" ]; then
         echo "   FAIL fuzz_$h (exit $rc); the log's end ($log):"

@@ -17,7 +17,7 @@ typedef struct {
     int64_t n_out;       /* output rows per (batch, head): n_rows, or seq_q */
     int64_t row_tiles;
     double *scratch; /* per worker: REF_ROWS * Skv scores + REF_ROWS * D output */
-    atomic_int overflow; /* a scaled score beyond FP64 (e.g. softmax_scale 1e300) */
+    atomic_int overflow; /* a scaled score beyond FP64 (e.g. softmax_scale 1e300), or an LSE beyond FP32 */
 } ref_ctx;
 
 VC_HOT_LOOPS static void ref_task(void *vctx, int64_t index, int worker) {
@@ -82,7 +82,12 @@ VC_HOT_LOOPS static void ref_task(void *vctx, int64_t index, int worker) {
         float *o = p->o + b * p->o_stride[0] + h * p->o_stride[1] + r * p->o_stride[2];
         double inv = 1.0 / sum[r - r0];
         for (int64_t d = 0; d < D; ++d) o[d] = (float)(acc[(r - r0) * D + d] * inv);
-        if (p->lse) p->lse[(b * p->heads + h) * c->n_out + r] = (float)(mx[r - r0] + log(sum[r - r0]));
+        if (p->lse) {
+            const float lse = (float)(mx[r - r0] + log(sum[r - r0]));
+            /* the LSE is about the row's max score: beyond FP32 it cannot be stored */
+            if (!isfinite(lse)) atomic_store(&c->overflow, 1);
+            p->lse[(b * p->heads + h) * c->n_out + r] = lse;
+        }
     }
 }
 

@@ -415,7 +415,11 @@ TILE_STEP void tile_epilogue(sim_ctx *c, const tile_scratch *t, const task_rows 
             double qk = 0.0;
             for (int64_t d = 0; d < D; ++d) qk += (double)q[d] * hd->kmean[d];
             double lse2 = m[i] + log2(l[i]) - c->lse_log2_bias;
-            p->lse[(c->b * p->heads + c->h) * Nout + orw] = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
+            const float lse = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
+            /* K smoothing keeps the scores in range while q.mean(k) itself may not be:
+             * an LSE beyond FP32 is refused like an output */
+            if (!isfinite(lse)) atomic_store(&c->overflow, 1);
+            p->lse[(c->b * p->heads + c->h) * Nout + orw] = lse;
         }
         if (want_tv && orw % c->extra->tv_row_stride == 0) {
             /* ceil(Nout / stride) without Nout + stride, which overflows for a huge stride */

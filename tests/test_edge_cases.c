@@ -92,11 +92,16 @@ TEST(edge_case_suite_finite_and_close_or_clear_status) {
         vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, ref);
         p.softmax_scale = ec->sm_scale;
         p.lse = ref_lse;
-        CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
-        /* the output always; the LSE (~ the max score) unless it is beyond FP32 */
+        /* the output always; the LSE (~ the max score) unless it is beyond
+         * FP32, which is refused rather than stored as Inf */
+        const int lse_beyond = ec->q_scale * ec->k_scale >= 1e38;
+        CHECK_STATUS(vcattn_reference_attention(&p), lse_beyond ? VCATTN_STATUS_SCORE_OVERFLOW : VCATTN_STATUS_SUCCESS);
+        if (lse_beyond) {
+            p.lse = NULL;
+            CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+        }
         CHECK_MSG(all_finite(ref, nq), "%s: reference not finite", ec->name);
-        CHECK_MSG(ec->q_scale * ec->k_scale >= 1e38 || all_finite(ref_lse, EB * EH * ESQ), "%s: reference LSE not finite",
-                  ec->name);
+        CHECK_MSG(lse_beyond || all_finite(ref_lse, EB * EH * ESQ), "%s: reference LSE not finite", ec->name);
         for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
             vcattn_method_config cfg;
             CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
@@ -375,4 +380,33 @@ TEST(o_pq_v_stays_finite_for_v_near_flt_max) {
         const double r = rel_l2(ref, pqv, nq), bound = cfg.qk_format == VCATTN_QK_FORMAT_NVFP4 ? 0.4 : 0.1;
         CHECK_MSG(r < bound, "%s: o_pq_v rel_l2 %.4g", name, r);
     }
+}
+
+/* Found by fuzz/fuzz_params.c: with K smoothing, Q of ~1e37 and K with a
+ * channel mean of ~10 keep the smoothed scores in FP32, so o was answered,
+ * but the LSE adds q.mean(K) back (~1e39) and was stored as Inf with
+ * SUCCESS.  An LSE beyond FP32 is now SCORE_OVERFLOW, in the simulation and
+ * the reference alike; without lse both still answer o. */
+TEST(lse_beyond_fp32_is_a_clear_status) {
+    static edge_inputs x;
+    edge_random(&x);
+    const int64_t nq = EB * EH * ESQ * ED, nk = EB * EH * ESKV * ED;
+    scale_all(x.q, (int)nq, 1e37, 0.0);
+    scale_all(x.k, (int)nk, 1.0, 10.0);
+    static float out[EB * EH * ESQ * ED], lse[EB * EH * ESQ];
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, out);
+    vcattn_method_config cfg;
+    vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfg); /* smooth_k */
+    CHECK(cfg.smooth_k);
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    CHECK(all_finite(out, nq));
+    p.lse = lse;
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SCORE_OVERFLOW);
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SCORE_OVERFLOW);
+    /* an LSE inside FP32 is still written: the same Q at 1e30 */
+    scale_all(x.q, (int)nq, 1e-7, 0.0);
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    CHECK(all_finite(lse, EB * EH * ESQ));
 }
