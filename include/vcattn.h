@@ -167,7 +167,11 @@ typedef struct vcattn_sim_outputs {
     float *o_pq_v;      /* (B,H,Sq,D) contiguous: quantized P times the exact V,
                            normalized like o: splits the error budget */
     double *row_tv;     /* (B,H,ceil(Sq/tv_row_stride)) total variation of the
-                           normalized quantized probabilities vs the exact ones */
+                           normalized quantized probabilities vs the exact ones:
+                           0.5 sum |P_q / l - P|.  With the FP32 row sum
+                           (rowsum_from_quantized_p = 0) the weights P_q / l need
+                           not sum to 1, and where the quantized scores pick
+                           another winner it can exceed 1 a little (<= 1.14) */
     int64_t tv_row_stride; /* sample every n-th query row for row_tv (>= 1) */
     double *o_f64;      /* (B,H,Sq,D) contiguous: the output before its FP32 store
                            (shows the exact path's FP64 agreement, below float rounding) */
