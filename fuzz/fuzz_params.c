@@ -470,9 +470,8 @@ static void op_attention(rd *r) {
                        view_finite(p->v, B, H, Skv, D, p->v_stride);
     const double sm = p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)D);
     /* a bound of |score|: where FP32 scores may legitimately overflow */
-    const double score_bound = finite ? view_amax(p->q, B, H, Sq, D, p->q_stride) *
-                                            view_amax(p->k, B, H, Skv, D, p->k_stride) * (double)D * sm
-                                      : INFINITY;
+    const double q_amax = finite ? view_amax(p->q, B, H, Sq, D, p->q_stride) : INFINITY;
+    const double score_bound = finite ? q_amax * view_amax(p->k, B, H, Skv, D, p->k_stride) * (double)D * sm : INFINITY;
     const double v_amax = finite ? view_amax(p->v, B, H, Skv, D, p->v_stride) : INFINITY;
     const int64_t nq = B * H * Sq * D;
 
@@ -483,9 +482,11 @@ static void op_attention(rd *r) {
     if (!finite) {
         REQUIRE(st == VCATTN_STATUS_NON_FINITE);
     } else {
-        /* FP64 scores overflow only near 1e308; an LSE (with lse set) beyond FP32 only if scores reach ~3e38 */
+        /* FP64 scores (or the scaled query q * sm, formed first) overflow only near 1e308; an LSE
+         * (with lse set) beyond FP32 only if scores reach ~3e38 */
         REQUIRE(st == VCATTN_STATUS_SUCCESS ||
-                (st == VCATTN_STATUS_SCORE_OVERFLOW && (score_bound > 1e300 || (lse && score_bound > 1e38))));
+                (st == VCATTN_STATUS_SCORE_OVERFLOW &&
+                 (score_bound > 1e300 || q_amax * sm > 1e300 || (lse && score_bound > 1e38))));
     }
     float *ref = NULL, *ref_lse = NULL;
     if (st == VCATTN_STATUS_SUCCESS) {
@@ -535,7 +536,8 @@ static void op_attention(rd *r) {
         /* SCORE_OVERFLOW: scores near FP32's range, or V within a small factor of FLT_MAX (where
          * quantized P, summing to a bit more than 1, takes o or o_pq_v past it) */
         REQUIRE(st == VCATTN_STATUS_SUCCESS ||
-                (st == VCATTN_STATUS_SCORE_OVERFLOW && (score_bound > 1e30 || v_amax > FLT_MAX / 4)) ||
+                (st == VCATTN_STATUS_SCORE_OVERFLOW &&
+                 (score_bound > 1e30 || sm > 1e37 || v_amax > FLT_MAX / 4)) || /* sm * log2(e): an FP32 scale factor */
                 (st == VCATTN_STATUS_INVALID_ARGUMENT && nvfp4_thread));
     }
     if (st == VCATTN_STATUS_SUCCESS) {

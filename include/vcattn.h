@@ -79,7 +79,8 @@ vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p)
 /* Exact attention: FP64 accumulation of scores, softmax and output.
  * Non-finite Q, K or V: NON_FINITE.  Finite inputs whose scaled scores
  * overflow FP64 (|q.k| * softmax_scale beyond ~1e308, e.g. softmax_scale
- * 1e300): SCORE_OVERFLOW (the row would be NaN); anything below is answered,
+ * 1e300, or the scaled query |q| * softmax_scale, which is formed first):
+ * SCORE_OVERFLOW (the row would be NaN); anything below is answered,
  * except that with p->lse set an LSE (about the row's max score) beyond
  * FP32 is SCORE_OVERFLOW too (without lse the same call answers o). */
 vcattn_status vcattn_reference_attention(const vcattn_attention_params *p);

@@ -43,7 +43,7 @@ for h in ${FUZZ_HARNESSES:-npy params cli}; do
         "$build/fuzz_$h" "${opts[@]}" "$work" "fuzz/corpus/$h" >"$log" 2>&1 || rc=$?
     secs=$(( SECONDS - t0 ))
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    line=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+    line=$(grep -aE '^#[0-9]+' "$log" | tail -1 || true)  # -a: the log may hold NUL bytes
     cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$line")
     ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$line")
     corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[a-zA-Z]*\).*/\1/p' <<<"$line")
