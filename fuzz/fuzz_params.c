@@ -471,7 +471,8 @@ static void op_attention(rd *r) {
     const double sm = p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)D);
     /* a bound of |score|: where FP32 scores may legitimately overflow */
     const double q_amax = finite ? view_amax(p->q, B, H, Sq, D, p->q_stride) : INFINITY;
-    const double score_bound = finite ? q_amax * view_amax(p->k, B, H, Skv, D, p->k_stride) * (double)D * sm : INFINITY;
+    const double k_amax = finite ? view_amax(p->k, B, H, Skv, D, p->k_stride) : INFINITY;
+    const double score_bound = finite ? q_amax * k_amax * (double)D * sm : INFINITY;
     const double v_amax = finite ? view_amax(p->v, B, H, Skv, D, p->v_stride) : INFINITY;
     const int64_t nq = B * H * Sq * D;
 
@@ -533,11 +534,12 @@ static void op_attention(rd *r) {
     if (args_ok && finite) {
         /* NVFP4 Q/K takes block scales only (the one undocumented refusal) */
         const int nvfp4_thread = cfg.qk_format == VCATTN_QK_FORMAT_NVFP4 && cfg.qk_granularity != VCATTN_QK_GRANULARITY_BLOCK;
-        /* SCORE_OVERFLOW: scores near FP32's range, or V within a small factor of FLT_MAX (where
-         * quantized P, summing to a bit more than 1, takes o or o_pq_v past it) */
+        /* SCORE_OVERFLOW: scores near FP32's range, sm * log2(e) beyond it, or Q, K or V within a
+         * small factor of FLT_MAX (their smoothed values, or P V with quantized P summing to a bit
+         * more than 1, past it) */
         REQUIRE(st == VCATTN_STATUS_SUCCESS ||
                 (st == VCATTN_STATUS_SCORE_OVERFLOW &&
-                 (score_bound > 1e30 || sm > 1e37 || v_amax > FLT_MAX / 4)) || /* sm * log2(e): an FP32 scale factor */
+                 (score_bound > 1e30 || sm > 1e37 || fmax(fmax(q_amax, k_amax), v_amax) > FLT_MAX / 4)) ||
                 (st == VCATTN_STATUS_INVALID_ARGUMENT && nvfp4_thread));
     }
     if (st == VCATTN_STATUS_SUCCESS) {

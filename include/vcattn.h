@@ -181,9 +181,10 @@ typedef struct vcattn_sim_outputs {
 /* Every finite input gives a finite output close to the reference or a
  * status: SCORE_OVERFLOW when the scaled scores (or their scale factors)
  * overflow FP32, which the quantized paths compute them in (e.g. Q and K each
- * ~1e20), or when an output (o, lse, or extra->o_pq_v) is beyond FP32 (V
- * within a few percent of FLT_MAX, where quantized P sums to more than 1; an
- * LSE of ~1e40 even where K smoothing keeps the scores in range); the
+ * ~1e20), or when an operand or output does not fit FP32: Q, K or V within
+ * a small factor of FLT_MAX (K - mean(K) of K = +-3e38 is 6e38; quantized P
+ * summing to a little more than 1 takes P V past FLT_MAX), or an LSE of
+ * ~1e40 even where K smoothing keeps the scores in range; the
  * unquantized FP64 path and vcattn_reference_attention answer those exactly.  Subnormal inputs and scales 1e-30 .. 1e30 of Q, K, V and
  * softmax_scale are answered (tests/test_edge_cases.c). */
 vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,

@@ -410,3 +410,30 @@ TEST(lse_beyond_fp32_is_a_clear_status) {
     CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
     CHECK(all_finite(lse, EB * EH * ESQ));
 }
+
+/* Found by fuzz/fuzz_params.c (UBSan): K of +-3e38 with K smoothing makes
+ * K - mean(K) = +-6e38, Inf in FP32, so the INT8 group scale was Inf and
+ * x / scale NaN, and the NaN was cast to int8 (undefined behaviour in C; the
+ * sanitizer build of this suite stops on it).  The code is now 0 for NaN, as
+ * the GPU's conversion gives, and the call says SCORE_OVERFLOW. */
+TEST(int8_quantizer_of_k_near_flt_max_is_defined) {
+    static edge_inputs x;
+    edge_random(&x);
+    const int64_t nq = EB * EH * ESQ * ED, nk = EB * EH * ESKV * ED;
+    scale_all(x.q, (int)nq, 1e-30, 0.0);
+    /* every key 3e38 but the first of each head, -3e38: mean ~3e38, first key - mean ~ -6e38 */
+    for (int64_t i = 0; i < nk; ++i) x.k[i] = (i / ED) % ESKV == 0 ? -3e38f : 3e38f;
+    static float out[EB * EH * ESQ * ED];
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, out);
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS); /* FP64: exact */
+    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get((vcattn_method)m, &cfg);
+        const vcattn_status st = vcattn_simulate_attention(&p, &cfg, NULL, NULL);
+        CHECK_MSG(st == VCATTN_STATUS_SUCCESS || st == VCATTN_STATUS_SCORE_OVERFLOW, "%s: %s",
+                  vcattn_method_name((vcattn_method)m), vcattn_status_string(st));
+        if (st == VCATTN_STATUS_SUCCESS) CHECK(all_finite(out, nq));
+        if (cfg.smooth_k) CHECK_STATUS(st, VCATTN_STATUS_SCORE_OVERFLOW);
+    }
+}
