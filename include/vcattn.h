@@ -181,7 +181,9 @@ typedef struct vcattn_sim_outputs {
 /* Every finite input gives a finite output close to the reference or a
  * status: SCORE_OVERFLOW when the scaled scores (or their scale factors)
  * overflow FP32, which the quantized paths compute them in (e.g. Q and K each
- * ~1e20), or when an operand or output does not fit FP32: Q, K or V within
+ * ~1e20), or are too large for FP32 to resolve their differences (with Q
+ * smoothing a score is two FP32 terms: at ~1e26 a row can lose every key,
+ * whose sum is then 0), or when an operand or output does not fit FP32: Q, K or V within
  * a small factor of FLT_MAX (K - mean(K) of K = +-3e38 is 6e38; quantized P
  * summing to a little more than 1 takes P V past FLT_MAX), or an LSE of
  * ~1e40 even where K smoothing keeps the scores in range; the
