@@ -1156,12 +1156,21 @@ static void op_gpu(rd *r) {
 
 typedef void (*op_fn)(rd *r);
 
+/* the folder goes when the fuzzer exits normally (end of -max_total_time or -runs) */
+static void remove_tmpdir(void) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/save.npy", g_tmpdir);
+    remove(path);
+    rmdir(g_tmpdir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     /* vcattn_npy_save_f32 writes here (a private folder: a failed save removes its file) */
     snprintf(g_tmpdir, sizeof g_tmpdir, "/tmp/vcattn_fuzz_XXXXXX");
     if (!mkdtemp(g_tmpdir)) abort();
+    atexit(remove_tmpdir);
     return 0;
 }
 
