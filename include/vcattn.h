@@ -43,8 +43,8 @@ typedef enum vcattn_status {
     VCATTN_STATUS_CUDA_ERROR,         /* a CUDA runtime call failed */
     VCATTN_STATUS_NOT_BUILT,          /* this build has no CUDA support */
     VCATTN_STATUS_SCORE_OVERFLOW,     /* finite inputs whose scaled scores overflow FP32 (the
-                                         quantized paths compute them in FP32): scale Q, K or
-                                         sm_scale down */
+                                         quantized paths compute them in FP32; the reference
+                                         and the FP64 path: FP64): scale Q, K or sm_scale down */
     VCATTN_STATUS_COUNT
 } vcattn_status;
 
@@ -76,7 +76,13 @@ void vcattn_attention_params_init(vcattn_attention_params *p, int64_t batch, int
 /* Checks shapes, strides, pointers and head_dim (not the data). */
 vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p);
 
-/* Exact attention: FP64 accumulation of scores, softmax and output. */
+/* Exact attention: FP64 accumulation of scores, softmax and output.
+ * Non-finite Q, K or V: NON_FINITE.  Finite inputs whose scaled scores
+ * overflow FP64 (|q.k| * softmax_scale beyond ~1e308, e.g. softmax_scale
+ * 1e300, or the scaled query |q| * softmax_scale, which is formed first):
+ * SCORE_OVERFLOW (the row would be NaN); anything below is answered,
+ * except that with p->lse set an LSE (about the row's max score) beyond
+ * FP32 is SCORE_OVERFLOW too (without lse the same call answers o). */
 vcattn_status vcattn_reference_attention(const vcattn_attention_params *p);
 
 /* ---- query-row sampling ---------------------------------------------------------
@@ -173,7 +179,11 @@ typedef struct vcattn_sim_outputs {
     float *o_pq_v;      /* (B,H,Sq,D) contiguous: quantized P times the exact V,
                            normalized like o: splits the error budget */
     double *row_tv;     /* (B,H,ceil(Sq/tv_row_stride)) total variation of the
-                           normalized quantized probabilities vs the exact ones */
+                           normalized quantized probabilities vs the exact ones:
+                           0.5 sum |P_q / l - P|.  With the FP32 row sum
+                           (rowsum_from_quantized_p = 0) the weights P_q / l need
+                           not sum to 1, and where the quantized scores pick
+                           another winner it can exceed 1 a little (<= 1.14) */
     int64_t tv_row_stride; /* sample every n-th query row for row_tv (>= 1) */
     double *o_f64;      /* (B,H,Sq,D) contiguous: the output before its FP32 store
                            (shows the exact path's FP64 agreement, below float rounding) */
@@ -182,8 +192,13 @@ typedef struct vcattn_sim_outputs {
 /* Every finite input gives a finite output close to the reference or a
  * status: SCORE_OVERFLOW when the scaled scores (or their scale factors)
  * overflow FP32, which the quantized paths compute them in (e.g. Q and K each
- * ~1e20); the unquantized FP64 path and vcattn_reference_attention answer
- * those exactly.  Subnormal inputs and scales 1e-30 .. 1e30 of Q, K, V and
+ * ~1e20), or are too large for FP32 to resolve their differences (with Q
+ * smoothing a score is two FP32 terms: at ~1e26 a row can lose every key,
+ * whose sum is then 0), or when an operand or output does not fit FP32: Q, K or V within
+ * a small factor of FLT_MAX (K - mean(K) of K = +-3e38 is 6e38; quantized P
+ * summing to a little more than 1 takes P V past FLT_MAX), or an LSE of
+ * ~1e40 even where K smoothing keeps the scores in range; the
+ * unquantized FP64 path and vcattn_reference_attention answer those exactly.  Subnormal inputs and scales 1e-30 .. 1e30 of Q, K, V and
  * softmax_scale are answered (tests/test_edge_cases.c). */
 vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
                                         const vcattn_method_config *config,

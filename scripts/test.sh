@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The test command (README, CI): build and run every CPU test, then the same
-# tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
-# CUDA sources are compiled (not run) whenever nvcc is present.
+# tests again under AddressSanitizer + UndefinedBehaviorSanitizer, then the
+# fuzzers' short run (scripts/fuzz.sh, 60 s in all; VCATTN_FUZZ_SECONDS=n
+# changes it, 0 skips it) when clang with libFuzzer is installed; with
+# VCATTN_REQUIRE_FUZZ=1 (CI) a missing libFuzzer is a failure, not a skip.
+# CUDA sources are compiled (not run) whenever nvcc is present; VCATTN_CUDA=OFF
+# skips that compile (a machine with nvcc but no time for it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -15,7 +19,9 @@ if ! python3 -c "import numpy, ml_dtypes, pytest" 2>/dev/null; then
 fi
 
 echo "== release build and tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cuda_opt=()
+[ -n "${VCATTN_CUDA:-}" ] && cuda_opt=(-DVCATTN_CUDA="$VCATTN_CUDA")
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${cuda_opt[@]}" >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure
 
@@ -33,3 +39,16 @@ cmake -S . -B build-san -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVCATTN_SANITIZE=ON >
 cmake --build build-san -j "$jobs" --target vcattn_tests vcattn_cli
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-san --output-on-failure
+
+fuzz_seconds=${VCATTN_FUZZ_SECONDS:-60}
+echo "== fuzzers, short run (${fuzz_seconds} s in all; docs/fuzzing.md)"
+if [ "$fuzz_seconds" -eq 0 ]; then
+    echo "   skipped: VCATTN_FUZZ_SECONDS=0"
+elif ./scripts/have_libfuzzer.sh; then
+    ./scripts/fuzz.sh "$fuzz_seconds"
+elif [ "${VCATTN_REQUIRE_FUZZ:-0}" = 1 ]; then
+    echo "   FAIL: clang with libFuzzer is required (VCATTN_REQUIRE_FUZZ=1) but cannot build a fuzz target" >&2
+    exit 1
+else
+    echo "   skipped: clang with libFuzzer is not installed (Debian: apt-get install clang libclang-rt-14-dev)"
+fi

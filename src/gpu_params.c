@@ -2,7 +2,7 @@
  * every build, with or without CUDA). */
 #include <string.h>
 
-#include "vcattn.h"
+#include "internal.h"
 
 void vcattn_gpu_params_init(vcattn_gpu_params *p, int64_t batch, int64_t heads, int64_t seq_q,
                             int64_t seq_kv, int64_t head_dim, const void *q, const void *k,
@@ -22,8 +22,10 @@ void vcattn_gpu_params_init(vcattn_gpu_params *p, int64_t batch, int64_t heads, 
     p->k = k;
     p->v = v;
     p->o = o;
-    const int64_t sq[3] = {heads * seq_q * head_dim, seq_q * head_dim, head_dim};
-    const int64_t skv[3] = {heads * seq_kv * head_dim, seq_kv * head_dim, head_dim};
+    /* overflowing sizes give INT64_MAX strides (refused by validation), not UB */
+    int64_t sq[3], skv[3];
+    vc_contiguous_strides(heads, seq_q, head_dim, sq);
+    vc_contiguous_strides(heads, seq_kv, head_dim, skv);
     memcpy(p->q_stride, sq, sizeof sq);
     memcpy(p->o_stride, sq, sizeof sq);
     memcpy(p->k_stride, skv, sizeof skv);

@@ -17,6 +17,20 @@ static inline int vc_mul_i64(int64_t a, int64_t b, int64_t *out) {
     return 1;
 }
 
+/* The strides of a contiguous (B, H, S, D) layout, {H*S*D, S*D, D}, for the
+ * *_params_init calls: a product that overflows int64 (or has a negative
+ * size in it) becomes INT64_MAX instead of undefined behaviour.  Validation
+ * then refuses the call (BAD_SHAPE for the size, or SIZE_OVERFLOW), so such
+ * a stride is never used. */
+static inline void vc_contiguous_strides(int64_t heads, int64_t seq, int64_t dim, int64_t stride[3]) {
+    int64_t sd, hsd;
+    if (!vc_mul_i64(seq, dim, &sd)) sd = INT64_MAX;
+    if (!vc_mul_i64(heads, sd, &hsd)) hsd = INT64_MAX;
+    stride[0] = hsd;
+    stride[1] = sd;
+    stride[2] = dim;
+}
+
 /* Element count of a (B, H, S, D) tensor, with overflow checks, also against
  * the byte count of `elem_size`-byte elements. */
 static inline vcattn_status vc_count4(int64_t b, int64_t h, int64_t s, int64_t d, size_t elem_size,

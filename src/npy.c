@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "npy_internal.h"
 #include "numerics.h"
 
 #define NPY_MAGIC "\x93NUMPY"
@@ -275,6 +276,18 @@ static vcattn_status npy_fail(vcattn_npy_error *e, vcattn_npy_reason r, const ch
     return npy_status_of(r);
 }
 
+/* The dtype string as the messages show it: printable ASCII as is, any other
+ * byte (a newline, an escape sequence, UTF-8) as \xNN, so that a message
+ * stays one line of plain text whatever the file holds.  cap >= 4 * 16. */
+static void npy_descr_text(const char *descr, char *buf, size_t cap) {
+    size_t n = 0;
+    for (const unsigned char *c = (const unsigned char *)descr; *c && n + 5 <= cap; ++c) {
+        if (*c >= 0x20 && *c < 0x7F) buf[n++] = (char)*c;
+        else n += (size_t)snprintf(buf + n, cap - n, "\\x%02X", *c);
+    }
+    buf[n] = '\0';
+}
+
 /* "(2, 3, 4)" for the messages; at most the 8 dims the header kept */
 static void npy_shape_text(const npy_header *h, char *buf, size_t cap) {
     size_t n = 0;
@@ -297,7 +310,7 @@ static vcattn_npy_reason npy_read(FILE *f, void *dst, size_t bytes, size_t *got)
 }
 
 static vcattn_status npy_load_file(FILE *f, const char *path, float **data, int64_t shape[4],
-                                   vcattn_npy_error *e) {
+                                   vcattn_npy_error *e, char descr[16]) {
     uint8_t pre[12];
     size_t got = 0;
     vcattn_npy_reason r = npy_read(f, pre, 10, &got);
@@ -350,6 +363,8 @@ static vcattn_status npy_load_file(FILE *f, const char *path, float **data, int6
     int itemsize;
     char dims[200];
     npy_shape_text(&h, dims, sizeof dims);
+    char shown[4 * sizeof h.descr + 1];
+    npy_descr_text(h.descr, shown, sizeof shown);
     int known = npy_dtype_from_descr(h.descr, &dtype, &itemsize);
     if (known < 0)
         return npy_fail(e, VCATTN_NPY_BIG_ENDIAN,
@@ -358,7 +373,7 @@ static vcattn_status npy_load_file(FILE *f, const char *path, float **data, int6
     if (known == 0)
         return npy_fail(e, VCATTN_NPY_UNSUPPORTED_DTYPE,
                         "%s: dtype '%s' is not supported; save float32, float16, bfloat16 or float64, "
-                        "e.g. x.astype(np.float32)", path, h.descr);
+                        "e.g. x.astype(np.float32)", path, shown);
     if (h.ndim != 4)
         return npy_fail(e, VCATTN_NPY_WRONG_RANK,
                         "%s: shape %s has %d dimension%s; a 4-D (batch, heads, seq, head_dim) array is needed: "
@@ -458,22 +473,38 @@ static vcattn_status npy_load_file(FILE *f, const char *path, float **data, int6
     /* Bytes after the data are ignored, as np.load does. */
     *data = out;
     for (int i = 0; i < 4; ++i) shape[i] = h.shape[i];
+    if (descr) memcpy(descr, h.descr, sizeof h.descr);
     return npy_fail(e, VCATTN_NPY_OK, "%s", "");
 }
 
-vcattn_status vcattn_npy_load_ex(const char *path, float **data, int64_t shape[4],
-                                 vcattn_npy_error *error) {
+/* The state every return leaves behind: no data, an empty message. */
+static void npy_reset(float **data, vcattn_npy_error *error, char descr[16]) {
     if (error) {
         error->reason = VCATTN_NPY_OK;
         error->message[0] = '\0';
     }
     if (data) *data = NULL;
+    if (descr) descr[0] = '\0';
+}
+
+vcattn_status vc_npy_load_stream(FILE *f, const char *name, float **data, int64_t shape[4],
+                                 vcattn_npy_error *error, char descr[16]) {
+    npy_reset(data, error, descr);
+    if (!f || !name || !data || !shape)
+        return npy_fail(error, VCATTN_NPY_NULL_ARGUMENT, "vc_npy_load_stream: %s is NULL",
+                        !f ? "the stream" : !name ? "name" : !data ? "data" : "shape");
+    return npy_load_file(f, name, data, shape, error, descr);
+}
+
+vcattn_status vcattn_npy_load_ex(const char *path, float **data, int64_t shape[4],
+                                 vcattn_npy_error *error) {
+    npy_reset(data, error, NULL);
     if (!path || !data || !shape)
         return npy_fail(error, VCATTN_NPY_NULL_ARGUMENT, "vcattn_npy_load: %s is NULL",
                         !path ? "path" : !data ? "data" : "shape");
     FILE *f = fopen(path, "rb");
     if (!f) return npy_fail(error, VCATTN_NPY_OPEN_FAILED, "%s: cannot open the file (missing or unreadable?)", path);
-    vcattn_status st = npy_load_file(f, path, data, shape, error);
+    vcattn_status st = vc_npy_load_stream(f, path, data, shape, error, NULL);
     fclose(f);
     return st;
 }

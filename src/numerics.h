@@ -234,6 +234,7 @@ VC_HD static inline int8_t vc_int8_quantize(float x, float inv_scale) {
     float r = rintf(x * inv_scale);
     if (r > 127.0f) r = 127.0f;
     if (r < -127.0f) r = -127.0f;
+    if (r != r) r = 0.0f; /* NaN (an Inf scale or operand): 0, as the GPU's cvt gives; in C the cast is UB */
     return (int8_t)r;
 }
 
@@ -245,6 +246,7 @@ VC_HD static inline int8_t vc_int8_sage_quantize(float x, float scale) {
     float r = roundf(x / scale);
     if (r > 127.0f) r = 127.0f;
     if (r < -127.0f) r = -127.0f;
+    if (r != r) r = 0.0f; /* NaN (Inf / Inf): 0, as the GPU's cvt gives; in C the cast is UB */
     return (int8_t)r;
 }
 

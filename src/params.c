@@ -31,9 +31,7 @@ vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p)
 }
 
 static void set_contiguous(int64_t stride[3], int64_t heads, int64_t seq, int64_t dim) {
-    stride[2] = dim;
-    stride[1] = seq * dim;
-    stride[0] = heads * seq * dim;
+    vc_contiguous_strides(heads, seq, dim, stride); /* no overflow for any sizes */
 }
 
 void vcattn_attention_params_init(vcattn_attention_params *p, int64_t batch, int64_t heads,

@@ -1,6 +1,7 @@
 /* reference.c - exact attention on the CPU: FP64 scores, softmax and output.
  * The truth every method is measured against. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ typedef struct {
     int64_t n_out;       /* output rows per (batch, head): n_rows, or seq_q */
     int64_t row_tiles;
     double *scratch; /* per worker: REF_ROWS * Skv scores + REF_ROWS * D output */
+    atomic_int overflow; /* a scaled score beyond FP64 (e.g. softmax_scale 1e300), or an LSE beyond FP32 */
 } ref_ctx;
 
 VC_HOT_LOOPS static void ref_task(void *vctx, int64_t index, int worker) {
@@ -60,6 +62,10 @@ VC_HOT_LOOPS static void ref_task(void *vctx, int64_t index, int worker) {
             l += e;
         }
         sum[r] = l;
+        /* finite inputs, but a score beyond FP64: the max is +Inf (or a sum
+         * met +Inf and -Inf) and the row would be NaN, so say so instead.
+         * A score of -Inf alone is exact: that key's weight is 0. */
+        if (!isfinite(l) || !isfinite(mx[r])) atomic_store(&c->overflow, 1);
         for (int64_t d = 0; d < D; ++d) acc[r * D + d] = 0.0;
     }
     for (int64_t j = 0; j < Skv; ++j) {
@@ -76,7 +82,12 @@ VC_HOT_LOOPS static void ref_task(void *vctx, int64_t index, int worker) {
         float *o = p->o + b * p->o_stride[0] + h * p->o_stride[1] + r * p->o_stride[2];
         double inv = 1.0 / sum[r - r0];
         for (int64_t d = 0; d < D; ++d) o[d] = (float)(acc[(r - r0) * D + d] * inv);
-        if (p->lse) p->lse[(b * p->heads + h) * c->n_out + r] = (float)(mx[r - r0] + log(sum[r - r0]));
+        if (p->lse) {
+            const float lse = (float)(mx[r - r0] + log(sum[r - r0]));
+            /* the LSE is about the row's max score: beyond FP32 it cannot be stored */
+            if (!isfinite(lse)) atomic_store(&c->overflow, 1);
+            p->lse[(b * p->heads + h) * c->n_out + r] = lse;
+        }
     }
 }
 
@@ -87,6 +98,7 @@ static vcattn_status reference_run(const vcattn_attention_params *p, const int64
         vc_has_non_finite(p->v, p->batch, p->heads, p->seq_kv, p->head_dim, p->v_stride))
         return VCATTN_STATUS_NON_FINITE;
     ref_ctx c;
+    atomic_init(&c.overflow, 0);
     c.p = p;
     c.scale = vc_softmax_scale(p);
     c.rows = rows;
@@ -101,7 +113,7 @@ static vcattn_status reference_run(const vcattn_attention_params *p, const int64
     if (!c.scratch) return VCATTN_STATUS_OUT_OF_MEMORY;
     vc_parallel_for(p->batch * p->heads * c.row_tiles, workers, ref_task, &c);
     free(c.scratch);
-    return VCATTN_STATUS_SUCCESS;
+    return atomic_load(&c.overflow) ? VCATTN_STATUS_SCORE_OVERFLOW : VCATTN_STATUS_SUCCESS;
 }
 
 vcattn_status vcattn_reference_attention(const vcattn_attention_params *p) {

@@ -36,6 +36,9 @@ typedef struct {
     double chan_scale[128];
     int k_exp;         /* NVFP4 K: the tensor scale's exponent (kscale = 2^k_exp), else 0 */
     int v_shift;       /* V held times 2^-v_shift (0 unless max|V| > 2^60: FP32 sums of P V stay finite) */
+    int ve_shift;      /* vexact holds V times 2^-ve_shift: v_shift, or for the per-channel format
+                          (whose codes are never shifted) its own shift, so that the FP32 sum of
+                          P_q times the exact V (o_pq_v) stays finite too */
     double kmean[128]; /* K channel mean (0 without K smoothing) */
     const int32_t *perm; /* permuted position -> original token, NULL = identity */
 } head_data;

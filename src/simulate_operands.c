@@ -169,6 +169,16 @@ void vc_sim_prepare_v(sim_ctx *c) {
      * valid tokens); vq holds the residual until it is quantized */
     double *x = hd->vq;
     for (int64_t i = 0; i < Skv * D; ++i) x[i] = hd->vexact[i];
+    hd->ve_shift = hd->v_shift;
+    if (cfg->v_format == VCATTN_V_FORMAT_E4M3_PER_CHANNEL) {
+        /* vq has its copy: from here vexact only feeds o_pq_v, in FP32 sums
+         * weighted by P_q (up to 448), which V near FLT_MAX would overflow */
+        float vamax = 0.0f;
+        for (int64_t i = 0; i < Skv * D; ++i) vamax = fmaxf(vamax, fabsf(hd->vexact[i]));
+        hd->ve_shift = vamax > 0x1p60f ? ilogbf(vamax) : 0;
+        if (hd->ve_shift)
+            for (int64_t i = 0; i < Skv * D; ++i) hd->vexact[i] = ldexpf(hd->vexact[i], -hd->ve_shift);
+    }
     for (int64_t kb = 0; kb < hd->nblk; ++kb) {
         double *mu = hd->mu + kb * D;
         int64_t j0 = kb * VC_BLOCK_K, j1 = j0 + VC_BLOCK_K < Skv ? j0 + VC_BLOCK_K : Skv;

@@ -400,8 +400,14 @@ TILE_STEP void tile_epilogue(sim_ctx *c, const tile_scratch *t, const task_rows 
         }
         if (c->extra && c->extra->o_pq_v) {
             float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Nout + orw) * D;
-            const double vs = ldexp(1.0, hd->v_shift);
-            for (int64_t d = 0; d < D; ++d) oe[d] = (float)(t->oe[i * D + d] * inv_l * vs);
+            const double vs = ldexp(1.0, hd->ve_shift);
+            int oe_finite = 1;
+            for (int64_t d = 0; d < D; ++d) {
+                oe[d] = (float)(t->oe[i * D + d] * inv_l * vs);
+                oe_finite &= isfinite(oe[d]);
+            }
+            /* P_q V beyond FP32 (V within a few percent of FLT_MAX): refused like o */
+            if (!oe_finite) atomic_store(&c->overflow, 1);
         }
         if (p->lse) {
             /* K smoothing shifted every score of the row by -q.mean(k): add it back */
@@ -409,10 +415,15 @@ TILE_STEP void tile_epilogue(sim_ctx *c, const tile_scratch *t, const task_rows 
             double qk = 0.0;
             for (int64_t d = 0; d < D; ++d) qk += (double)q[d] * hd->kmean[d];
             double lse2 = m[i] + log2(l[i]) - c->lse_log2_bias;
-            p->lse[(c->b * p->heads + c->h) * Nout + orw] = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
+            const float lse = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
+            /* K smoothing keeps the scores in range while q.mean(k) itself may not be:
+             * an LSE beyond FP32 is refused like an output */
+            if (!isfinite(lse)) atomic_store(&c->overflow, 1);
+            p->lse[(c->b * p->heads + c->h) * Nout + orw] = lse;
         }
         if (want_tv && orw % c->extra->tv_row_stride == 0) {
-            int64_t nsamp = (Nout + c->extra->tv_row_stride - 1) / c->extra->tv_row_stride;
+            /* ceil(Nout / stride) without Nout + stride, which overflows for a huge stride */
+            int64_t nsamp = (Nout - 1) / c->extra->tv_row_stride + 1;
             c->extra->row_tv[(c->b * p->heads + c->h) * nsamp + orw / c->extra->tv_row_stride] =
                 row_total_variation(c, row, t->pstore + i * keys, t->mstore + i * hd->nblk, m[i], l[i]);
         }

@@ -18,7 +18,7 @@ const char *vcattn_status_string(vcattn_status status) {
     case VCATTN_STATUS_CUDA_ERROR: return "a CUDA call failed";
     case VCATTN_STATUS_NOT_BUILT: return "this build of vcattn has no CUDA support";
     case VCATTN_STATUS_SCORE_OVERFLOW:
-        return "the scaled scores overflow float32 (finite inputs, but q.k * sm_scale or its scale factors are too large for the FP32 pipeline): scale Q, K or sm_scale down";
+        return "the scaled scores overflow float32 (finite inputs, but q.k * sm_scale or its scale factors are too large for the FP32 pipeline, or for FP64 in the reference): scale Q, K or sm_scale down";
     case VCATTN_STATUS_COUNT: break;
     }
     return "unknown status";

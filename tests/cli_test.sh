@@ -29,6 +29,7 @@ grep -q -- "--npy" "$tmp/out" && ok "eval --help documents --npy" || bad "eval -
 expect_rc 2 "no command exits 2" "$cli"
 expect_rc 2 "unknown command exits 2" "$cli" frobnicate
 expect_rc 2 "unknown method exits 2" "$cli" eval --methods sage9 --quiet
+expect_err 2 "a method named twice exits 2" "listed twice" "$cli" eval --methods sage2-8bit,vsmooth-8bit,sage2-8bit --quiet
 expect_rc 2 "bad size exits 2" "$cli" eval --workload-heads 0 --quiet
 expect_rc 2 "missing value exits 2" "$cli" eval --clusters
 expect_rc 1 "unsupported head dim exits 1" "$cli" eval --head-dim 96 --frames 1 --height 4 --width 64 --quiet

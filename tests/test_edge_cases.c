@@ -92,11 +92,16 @@ TEST(edge_case_suite_finite_and_close_or_clear_status) {
         vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, ref);
         p.softmax_scale = ec->sm_scale;
         p.lse = ref_lse;
-        CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
-        /* the output always; the LSE (~ the max score) unless it is beyond FP32 */
+        /* the output always; the LSE (~ the max score) unless it is beyond
+         * FP32, which is refused rather than stored as Inf */
+        const int lse_beyond = ec->q_scale * ec->k_scale >= 1e38;
+        CHECK_STATUS(vcattn_reference_attention(&p), lse_beyond ? VCATTN_STATUS_SCORE_OVERFLOW : VCATTN_STATUS_SUCCESS);
+        if (lse_beyond) {
+            p.lse = NULL;
+            CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+        }
         CHECK_MSG(all_finite(ref, nq), "%s: reference not finite", ec->name);
-        CHECK_MSG(ec->q_scale * ec->k_scale >= 1e38 || all_finite(ref_lse, EB * EH * ESQ), "%s: reference LSE not finite",
-                  ec->name);
+        CHECK_MSG(lse_beyond || all_finite(ref_lse, EB * EH * ESQ), "%s: reference LSE not finite", ec->name);
         for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
             vcattn_method_config cfg;
             CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
@@ -271,5 +276,165 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
         CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SCORE_OVERFLOW);
         p.softmax_scale = 1e300;
         CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SCORE_OVERFLOW);
+    }
+}
+
+/* Found by fuzz/fuzz_params.c: softmax_scale 1e300 (accepted: any finite
+ * scale is) with Q of ~1e10 made FP64 scores of +Inf in the reference, and
+ * every output of the row NaN with SUCCESS.  Now SCORE_OVERFLOW, like the
+ * quantized paths; scores below the FP64 limit are still answered. */
+TEST(reference_scores_beyond_fp64_are_a_clear_status) {
+    static edge_inputs x;
+    edge_random(&x);
+    const int64_t nq = EB * EH * ESQ * ED;
+    scale_all(x.q, (int)nq, 1e10, 0.0);
+    static float out[EB * EH * ESQ * ED];
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, out);
+    p.softmax_scale = 1e300;
+    CHECK_STATUS(vcattn_attention_params_validate(&p), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SCORE_OVERFLOW);
+    static const int64_t rows[2] = {0, 129};
+    CHECK_STATUS(vcattn_reference_attention_rows(&p, rows, 2), VCATTN_STATUS_SCORE_OVERFLOW);
+    /* the simulation's FP64 path and every method say the same */
+    const vcattn_method_config exact = {VCATTN_QK_FORMAT_FP32, VCATTN_QK_GRANULARITY_BLOCK, 0, 0,
+                                        VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0};
+    CHECK_STATUS(vcattn_simulate_attention(&p, &exact, NULL, NULL), VCATTN_STATUS_SCORE_OVERFLOW);
+    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get((vcattn_method)m, &cfg);
+        CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SCORE_OVERFLOW);
+    }
+    /* scores below FP64's limit are answered: sm_scale 1e290 with Q * 1e10 (scores ~1e301) */
+    p.softmax_scale = 1e290;
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+    CHECK(all_finite(out, nq));
+}
+
+/* Found by fuzz/fuzz_params.c: vcattn_gpu_params_init and
+ * vcattn_attention_params_init multiplied the sizes for the strides in
+ * int64 without a check (signed overflow, undefined behaviour, for e.g.
+ * heads = 2^62).  Now an overflowing stride is INT64_MAX and validation
+ * refuses the call. */
+TEST(params_init_with_huge_sizes_is_refused_not_undefined) {
+    static float dummy[4];
+    const int64_t big = (int64_t)1 << 62;
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, 1, big, 2, 2, 64, dummy, dummy, dummy, dummy);
+    CHECK(p.q_stride[0] == INT64_MAX && p.q_stride[1] == 128 && p.q_stride[2] == 64);
+    CHECK_STATUS(vcattn_attention_params_validate(&p), VCATTN_STATUS_SIZE_OVERFLOW);
+    vcattn_attention_params_init(&p, 2, 1, big, 1, 128, dummy, dummy, dummy, dummy);
+    CHECK(p.q_stride[1] == INT64_MAX && p.k_stride[1] == 128);
+    CHECK(vcattn_attention_params_validate(&p) != VCATTN_STATUS_SUCCESS);
+    vcattn_gpu_params g;
+    vcattn_gpu_params_init(&g, 1, big, 1, 1, 64, dummy, dummy, dummy, dummy);
+    CHECK(g.q_stride[0] == INT64_MAX && g.k_stride[0] == INT64_MAX && g.q_stride[1] == 64);
+    CHECK(vcattn_gpu_params_validate(&g) != VCATTN_STATUS_SUCCESS);
+    /* ordinary sizes keep the contiguous strides */
+    vcattn_gpu_params_init(&g, 2, 3, 5, 7, 64, dummy, dummy, dummy, dummy);
+    CHECK(g.q_stride[0] == 3 * 5 * 64 && g.k_stride[1] == 7 * 64 && g.o_stride[2] == 64);
+}
+
+/* Found by fuzz/fuzz_params.c: a row_tv stride near INT64_MAX (valid: any
+ * stride >= 1 is) overflowed int64 in the count of sampled rows (UB).  With
+ * such a stride only row 0 of each (batch, head) is sampled, and its total
+ * variation is the one a stride of 1 gives it. */
+TEST(row_tv_with_a_huge_stride_samples_row_zero) {
+    static edge_inputs x;
+    edge_random(&x);
+    static float out[EB * EH * ESQ * ED];
+    double tv1[EB * EH * ESQ], tvbig[EB * EH] = {-1.0, -1.0};
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, out);
+    vcattn_method_config cfg;
+    vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfg);
+    vcattn_sim_outputs one = {NULL, tv1, 1, NULL}, big = {NULL, tvbig, INT64_MAX, NULL};
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, &one), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, &big), VCATTN_STATUS_SUCCESS);
+    for (int bh = 0; bh < EB * EH; ++bh)
+        CHECK_MSG(tvbig[bh] == tv1[bh * ESQ] && tv1[bh * ESQ] > 0.0, "(b,h) %d: %g vs %g", bh, tvbig[bh], tv1[bh * ESQ]);
+}
+
+/* Found by fuzz/fuzz_params.c: with V near FLT_MAX and per-channel E4M3 V
+ * (sage2-8bit, the V-Smooth 8-bit methods), o was right but the error-budget
+ * output o_pq_v (quantized P, scaled up to 448, times the exact V, summed in
+ * FP32) was Inf with SUCCESS.  The exact V of that sum is now held times a
+ * power of two like the other formats', and an o_pq_v beyond FP32 is refused. */
+TEST(o_pq_v_stays_finite_for_v_near_flt_max) {
+    static edge_inputs x;
+    edge_random(&x);
+    const int64_t nq = EB * EH * ESQ * ED, nk = EB * EH * ESKV * ED;
+    scale_all(x.v, (int)nk, 3e37, 0.0); /* max |V| ~ 1.3e38 */
+    static float ref[EB * EH * ESQ * ED], out[EB * EH * ESQ * ED], pqv[EB * EH * ESQ * ED];
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, ref);
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+    p.o = out;
+    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get((vcattn_method)m, &cfg);
+        vcattn_sim_outputs extra = {pqv, NULL, 1, NULL};
+        const char *name = vcattn_method_name((vcattn_method)m);
+        CHECK_MSG(vcattn_simulate_attention(&p, &cfg, NULL, &extra) == VCATTN_STATUS_SUCCESS, "%s", name);
+        CHECK_MSG(all_finite(out, nq) && all_finite(pqv, nq), "%s: o or o_pq_v not finite", name);
+        /* P_q V is the reference up to the P path's error */
+        const double r = rel_l2(ref, pqv, nq), bound = cfg.qk_format == VCATTN_QK_FORMAT_NVFP4 ? 0.4 : 0.1;
+        CHECK_MSG(r < bound, "%s: o_pq_v rel_l2 %.4g", name, r);
+    }
+}
+
+/* Found by fuzz/fuzz_params.c: with K smoothing, Q of ~1e37 and K with a
+ * channel mean of ~10 keep the smoothed scores in FP32, so o was answered,
+ * but the LSE adds q.mean(K) back (~1e39) and was stored as Inf with
+ * SUCCESS.  An LSE beyond FP32 is now SCORE_OVERFLOW, in the simulation and
+ * the reference alike; without lse both still answer o. */
+TEST(lse_beyond_fp32_is_a_clear_status) {
+    static edge_inputs x;
+    edge_random(&x);
+    const int64_t nq = EB * EH * ESQ * ED, nk = EB * EH * ESKV * ED;
+    scale_all(x.q, (int)nq, 1e37, 0.0);
+    scale_all(x.k, (int)nk, 1.0, 10.0);
+    static float out[EB * EH * ESQ * ED], lse[EB * EH * ESQ];
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, out);
+    vcattn_method_config cfg;
+    vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfg); /* smooth_k */
+    CHECK(cfg.smooth_k);
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    CHECK(all_finite(out, nq));
+    p.lse = lse;
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SCORE_OVERFLOW);
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SCORE_OVERFLOW);
+    /* an LSE inside FP32 is still written: the same Q at 1e30 */
+    scale_all(x.q, (int)nq, 1e-7, 0.0);
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    CHECK(all_finite(lse, EB * EH * ESQ));
+}
+
+/* Found by fuzz/fuzz_params.c (UBSan): K of +-3e38 with K smoothing makes
+ * K - mean(K) = +-6e38, Inf in FP32, so the INT8 group scale was Inf and
+ * x / scale NaN, and the NaN was cast to int8 (undefined behaviour in C; the
+ * sanitizer build of this suite stops on it).  The code is now 0 for NaN, as
+ * the GPU's conversion gives, and the call says SCORE_OVERFLOW. */
+TEST(int8_quantizer_of_k_near_flt_max_is_defined) {
+    static edge_inputs x;
+    edge_random(&x);
+    const int64_t nq = EB * EH * ESQ * ED, nk = EB * EH * ESKV * ED;
+    scale_all(x.q, (int)nq, 1e-30, 0.0);
+    /* every key 3e38 but the first of each head, -3e38: mean ~3e38, first key - mean ~ -6e38 */
+    for (int64_t i = 0; i < nk; ++i) x.k[i] = (i / ED) % ESKV == 0 ? -3e38f : 3e38f;
+    static float out[EB * EH * ESQ * ED];
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, out);
+    CHECK_STATUS(vcattn_reference_attention(&p), VCATTN_STATUS_SUCCESS); /* FP64: exact */
+    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get((vcattn_method)m, &cfg);
+        const vcattn_status st = vcattn_simulate_attention(&p, &cfg, NULL, NULL);
+        CHECK_MSG(st == VCATTN_STATUS_SUCCESS || st == VCATTN_STATUS_SCORE_OVERFLOW, "%s: %s",
+                  vcattn_method_name((vcattn_method)m), vcattn_status_string(st));
+        if (st == VCATTN_STATUS_SUCCESS) CHECK(all_finite(out, nq));
+        if (cfg.smooth_k) CHECK_STATUS(st, VCATTN_STATUS_SCORE_OVERFLOW);
     }
 }

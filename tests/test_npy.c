@@ -671,3 +671,30 @@ TEST(npy_reasons_of_io_and_null_errors) {
     remove(t.path);
     tmp_close(&t);
 }
+
+/* Found by fuzz/fuzz_npy.c: the dtype string of an unsupported file went into
+ * the message as it was, so a header with '<f\n\x1b[31m' made a two-line
+ * message with a terminal escape sequence in it.  Now any byte that is not
+ * printable ASCII is shown as \xNN: one line, plain text. */
+TEST(npy_message_escapes_the_files_dtype_text) {
+    npy_tmp t;
+    tmp_open(&t);
+    if (!t.ok) return;
+    float *y = NULL;
+    int64_t shape[4];
+    vcattn_npy_error err;
+    const float x[1] = {1.0f};
+    CHECK_STATUS(load_built_ex(&t, 1, "{'descr': '<f\n\x1b[31m', 'fortran_order': False, 'shape': (1, 1, 1, 1), }",
+                               1, x, sizeof x, &y, shape, &err),
+                 VCATTN_STATUS_BAD_FILE_FORMAT);
+    CHECK(y == NULL && err.reason == VCATTN_NPY_UNSUPPORTED_DTYPE);
+    CHECK_MSG(strchr(err.message, '\n') == NULL && strchr(err.message, '\x1b') == NULL, "message: %s", err.message);
+    CHECK_MSG(strstr(err.message, "dtype '<f\\x0A\\x1B[31m' is not supported") != NULL, "message: %s", err.message);
+    /* an ordinary unsupported dtype reads as before */
+    CHECK_STATUS(load_built_ex(&t, 1, "{'descr': '<i2', 'fortran_order': False, 'shape': (1, 1, 1, 1), }", 1, x,
+                               sizeof x, &y, shape, &err),
+                 VCATTN_STATUS_BAD_FILE_FORMAT);
+    CHECK_MSG(strstr(err.message, "dtype '<i2' is not supported") != NULL, "message: %s", err.message);
+    remove(t.path);
+    tmp_close(&t);
+}

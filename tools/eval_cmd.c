@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cli_parse.h"
 #include "vcattn.h"
 
 static const char *k_eval_usage =
@@ -69,29 +70,9 @@ static void progress(const char *fmt, ...) {
 
 /* ---- vcattn eval ------------------------------------------------------------------ */
 
-/* Largest sequence the library takes (vcattn_attention_params_validate). */
-#define MAX_SEQ INT32_MAX
-/* Largest --heads list. */
-#define MAX_SELECTED_HEADS 4096
-
-typedef struct {
-    const char *npy[3];
-    int64_t grid[3];
-    int have_grid;
-    int64_t cube[3];
-    vcattn_workload_params wl;
-    int workload_heads_set;
-    int methods[VCATTN_METHOD_COUNT];
-    int method_count;
-    vcattn_kmeans_params km;
-    double scale;
-    int json;
-    int64_t tv_stride;
-    int threads;
-    int64_t query_rows; /* 0: every row */
-    int64_t heads[MAX_SELECTED_HEADS];
-    int64_t head_count; /* 0: every head */
-} eval_options;
+#define MAX_SEQ VC_EVAL_MAX_SEQ
+#define MAX_SELECTED_HEADS VC_EVAL_MAX_SELECTED_HEADS
+typedef vc_eval_options eval_options;
 
 static int parse_methods(const char *list, eval_options *o) {
     char buf[512];
@@ -105,7 +86,14 @@ static int parse_methods(const char *list, eval_options *o) {
             fprintf(stderr, "vcattn: unknown method '%s'\n", tok);
             return 0;
         }
-        if (o->method_count < VCATTN_METHOD_COUNT) o->methods[o->method_count++] = (int)m;
+        /* a method named twice would be evaluated twice, and an eighth name
+         * would have been dropped silently: refuse it instead */
+        for (int j = 0; j < o->method_count; ++j)
+            if (o->methods[j] == (int)m) {
+                fprintf(stderr, "vcattn: method '%s' is listed twice\n", tok);
+                return 0;
+            }
+        o->methods[o->method_count++] = (int)m;
     }
     return o->method_count > 0;
 }
@@ -157,7 +145,7 @@ static int parse_triple(const char *s, int64_t out[3]) {
     return 1;
 }
 
-static int parse_eval(int argc, char **argv, eval_options *o) {
+int vc_eval_parse(int argc, char **argv, eval_options *o) {
     memset(o, 0, sizeof *o);
     vcattn_workload_params_init(&o->wl);
     vcattn_kmeans_params_init(&o->km);
@@ -173,11 +161,11 @@ static int parse_eval(int argc, char **argv, eval_options *o) {
         int64_t n;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(k_eval_usage, stdout);
-            return -1;
+            return VC_PARSE_HELP;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--quiet")) {
-            g_quiet = 1;
+            o->quiet = 1;
         } else if (!strcmp(a, "--npy")) {
             /* three file names, none of them an option: "--npy q k --json"
              * must not read "--json" as V */
@@ -443,9 +431,10 @@ static void print_head_list(FILE *f, const int64_t *heads, int64_t n) {
 
 int vc_cmd_eval(int argc, char **argv) {
     eval_options o;
-    int rc = parse_eval(argc, argv, &o);
-    if (rc == -1) return 0;
+    int rc = vc_eval_parse(argc, argv, &o);
+    if (rc == VC_PARSE_HELP) return 0;
     if (rc) return rc;
+    g_quiet = o.quiet;
     tensors t;
     double t0 = vc_cli_now_seconds();
     if ((rc = load_inputs(&o, &t))) {

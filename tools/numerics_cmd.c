@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli_args.h"
+#include "cli_parse.h"
 #include "vcattn.h"
 #include "numerics.h"
 #include "tiling.h"
@@ -24,23 +25,33 @@ static const char *k_numerics_usage =
 
 /* ---- vcattn numerics ------------------------------------------------------------ */
 
-int vc_cmd_numerics(int argc, char **argv) {
-    int json = 0;
-    int64_t samples = 100000;
+int vc_numerics_parse(int argc, char **argv, vc_numerics_options *o) {
+    o->json = 0;
+    o->samples = 100000;
     for (int i = 0; i < argc; ++i) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(k_numerics_usage, stdout);
-            return 0;
+            return VC_PARSE_HELP;
         } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
+            o->json = 1;
         } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
-            if (!vc_cli_parse_i64(argv[++i], 16, 100000000, &samples))
+            if (!vc_cli_parse_i64(argv[++i], 16, 100000000, &o->samples))
                 return vc_cli_usage_error("numerics", "--samples wants an integer in [16, 1e8], got '%s'", argv[i]);
         } else {
             fprintf(stderr, "vcattn numerics: unknown option '%s'\n%s", argv[i], k_numerics_usage);
             return VC_EXIT_USAGE;
         }
     }
+    return 0;
+}
+
+int vc_cmd_numerics(int argc, char **argv) {
+    vc_numerics_options o;
+    int rc = vc_numerics_parse(argc, argv, &o);
+    if (rc == VC_PARSE_HELP) return 0;
+    if (rc) return rc;
+    const int json = o.json;
+    const int64_t samples = o.samples;
     vcattn_expcast_facts f;
     vcattn_status st = vcattn_expcast_measure(samples, &f);
     if (st) return vc_cli_fail("expcast_measure", st);

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "cli_args.h"
+#include "cli_parse.h"
 #include "internal.h"
 #include "vcattn.h"
 
@@ -58,7 +59,7 @@ static int wl_usage(const char *fmt, const char *arg) {
     fprintf(stderr, "vcattn workload: ");
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n(see 'vcattn workload --help')\n");
-    return 2;
+    return VC_EXIT_USAGE;
 }
 
 /* (B,H,S,D) bfloat16 bits as '<u2', .npy version 1.0, header padded to 64. */
@@ -232,24 +233,22 @@ static int wl_stats(const vcattn_workload_params *p, const float *q, const float
 
 /* ---- the command ------------------------------------------------------------------ */
 
-int vcattn_cmd_workload(int argc, char **argv);
-
-int vcattn_cmd_workload(int argc, char **argv) {
-    const char *preset = NULL, *out = NULL;
-    int64_t heads = 0, seed = -1, frames = 0, stats_rows = 64;
-    int stats = 0, write = 1;
-    g_wl_quiet = 0;
+int vc_workload_parse(int argc, char **argv, vc_workload_options *o) {
+    memset(o, 0, sizeof *o);
+    int64_t heads = 0, seed = -1, frames = 0;
+    o->stats_rows = 64;
+    o->write = 1;
     for (int i = 0; i < argc; ++i) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(k_workload_usage, stdout);
-            return 0;
+            return VC_PARSE_HELP;
         } else if (!strcmp(a, "--preset") && val) {
-            preset = val;
+            o->preset = val;
             ++i;
         } else if (!strcmp(a, "--out") && val) {
-            out = val;
+            o->out = val;
             ++i;
         } else if (!strcmp(a, "--heads") && val) {
             if (!vc_cli_parse_i64(val, 1, 4096, &heads)) return wl_usage("--heads wants an integer in [1, 4096], got '%s'", val);
@@ -261,35 +260,46 @@ int vcattn_cmd_workload(int argc, char **argv) {
             if (!vc_cli_parse_i64(val, 1, 100000, &frames)) return wl_usage("--frames wants an integer in [1, 100000], got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--stats-rows") && val) {
-            if (!vc_cli_parse_i64(val, 1, 1000000, &stats_rows)) return wl_usage("--stats-rows wants an integer in [1, 1e6], got '%s'", val);
-            stats = 1;
+            if (!vc_cli_parse_i64(val, 1, 1000000, &o->stats_rows)) return wl_usage("--stats-rows wants an integer in [1, 1e6], got '%s'", val);
+            o->stats = 1;
             ++i;
         } else if (!strcmp(a, "--stats")) {
-            stats = 1;
+            o->stats = 1;
         } else if (!strcmp(a, "--no-write")) {
-            write = 0;
+            o->write = 0;
         } else if (!strcmp(a, "--quiet")) {
-            g_wl_quiet = 1;
+            o->quiet = 1;
         } else {
             return wl_usage("unknown option or missing value: '%s'", a);
         }
     }
-    if (!preset) return wl_usage("%s", "--preset NAME is required");
-    if (write && !out) return wl_usage("%s", "--out DIR is required (or --no-write with --stats)");
-    if (!write && !stats) return wl_usage("%s", "--no-write without --stats does nothing");
-
-    vcattn_workload_params p;
-    vcattn_status st = vcattn_workload_preset(preset, &p);
-    if (st != VCATTN_STATUS_SUCCESS) {
-        fprintf(stderr, "vcattn workload: unknown preset '%s'; known:", preset);
+    if (!o->preset) return wl_usage("%s", "--preset NAME is required");
+    if (o->write && !o->out) return wl_usage("%s", "--out DIR is required (or --no-write with --stats)");
+    if (!o->write && !o->stats) return wl_usage("%s", "--no-write without --stats does nothing");
+    if (vcattn_workload_preset(o->preset, &o->wl) != VCATTN_STATUS_SUCCESS) {
+        fprintf(stderr, "vcattn workload: unknown preset '%s'; known:", o->preset);
         for (int i = 0; vcattn_workload_preset_name(i); ++i)
             fprintf(stderr, " %s", vcattn_workload_preset_name(i));
         fprintf(stderr, "\n");
-        return 2;
+        return VC_EXIT_USAGE;
     }
-    if (heads) p.heads = heads;
-    if (seed >= 0) p.seed = (uint64_t)seed;
-    if (frames) p.frames = frames;
+    if (heads) o->wl.heads = heads;
+    if (seed >= 0) o->wl.seed = (uint64_t)seed;
+    if (frames) o->wl.frames = frames;
+    return 0;
+}
+
+int vcattn_cmd_workload(int argc, char **argv) {
+    vc_workload_options o;
+    int prc = vc_workload_parse(argc, argv, &o);
+    if (prc == VC_PARSE_HELP) return 0;
+    if (prc) return prc;
+    g_wl_quiet = o.quiet;
+    const char *preset = o.preset, *out = o.out;
+    const int64_t stats_rows = o.stats_rows;
+    const int stats = o.stats, write = o.write;
+    vcattn_workload_params p = o.wl;
+    vcattn_status st;
 
     const int64_t S = p.frames * p.height * p.width;
     const int64_t shape[4] = {p.batch, p.heads, S, p.head_dim};
