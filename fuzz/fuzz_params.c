@@ -296,7 +296,11 @@ static void check_status_string(vcattn_status st) {
 static int config_documented(const vcattn_method_config *c) {
     return (unsigned)c->qk_format <= VCATTN_QK_FORMAT_NVFP4 &&
            (unsigned)c->qk_granularity <= VCATTN_QK_GRANULARITY_THREAD &&
-           (unsigned)c->v_format <= VCATTN_V_FORMAT_NVFP4 && (unsigned)c->p_format <= VCATTN_P_FORMAT_EXPCAST_TAIL;
+           (unsigned)c->v_format <= VCATTN_V_FORMAT_NVFP4 && (unsigned)c->p_format <= VCATTN_P_FORMAT_EXPCAST_TAIL &&
+           (unsigned)c->p_scale <= VCATTN_P_SCALE_BLOCK_MAX &&
+           /* the block-max scale's FP16 bound holds for P <= 448 only (vcattn.h) */
+           (c->p_scale != VCATTN_P_SCALE_BLOCK_MAX || c->p_format == VCATTN_P_FORMAT_E4M3 ||
+            c->p_format == VCATTN_P_FORMAT_EXPCAST);
 }
 
 static void rd_config(rd *r, vcattn_method_config *c) {
@@ -315,6 +319,7 @@ static void rd_config(rd *r, vcattn_method_config *c) {
     c->v_smooth = flag[rd_u8(r) % 6];
     c->p_format = (vcattn_p_format)((int)(rd_u8(r) % 7) - 1);
     c->rowsum_from_quantized_p = flag[rd_u8(r) % 6];
+    c->p_scale = (vcattn_p_scale)((int)(rd_u8(r) % 4) - 1);
 }
 
 /* perm (B, H, Skv): mode 0 identity, 1 shuffled, 2 shuffled then broken */
@@ -431,13 +436,13 @@ static void op_attention(rd *r) {
 
     snprintf(g_case, sizeof g_case,
              "attention B=%lld H=%lld Sq=%lld Skv=%lld D=%lld q_stride={%lld,%lld,%lld} k={%lld,%lld,%lld} "
-             "v={%lld,%lld,%lld} o={%lld,%lld,%lld} sm=%g threads=%d flags=0x%x cfg={%d,%d,%d,%d,%d,%d,%d,%d}",
+             "v={%lld,%lld,%lld} o={%lld,%lld,%lld} sm=%g threads=%d flags=0x%x cfg={%d,%d,%d,%d,%d,%d,%d,%d,%d}",
              (long long)B, (long long)H, (long long)Sq, (long long)Skv, (long long)D, (long long)p->q_stride[0],
              (long long)p->q_stride[1], (long long)p->q_stride[2], (long long)p->k_stride[0], (long long)p->k_stride[1],
              (long long)p->k_stride[2], (long long)p->v_stride[0], (long long)p->v_stride[1], (long long)p->v_stride[2],
              (long long)p->o_stride[0], (long long)p->o_stride[1], (long long)p->o_stride[2], p->softmax_scale,
              p->num_threads, flags, (int)cfg.qk_format, (int)cfg.qk_granularity, cfg.smooth_k, cfg.smooth_q,
-             (int)cfg.v_format, cfg.v_smooth, (int)cfg.p_format, cfg.rowsum_from_quantized_p);
+             (int)cfg.v_format, cfg.v_smooth, (int)cfg.p_format, cfg.rowsum_from_quantized_p, (int)cfg.p_scale);
     const vcattn_status st0 = vcattn_attention_params_validate(p);
     check_attention_status(st0);
     REQUIRE(vcattn_attention_params_validate(NULL) == VCATTN_STATUS_NULL_POINTER);

@@ -298,7 +298,8 @@ TEST(reference_scores_beyond_fp64_are_a_clear_status) {
     CHECK_STATUS(vcattn_reference_attention_rows(&p, rows, 2), VCATTN_STATUS_SCORE_OVERFLOW);
     /* the simulation's FP64 path and every method say the same */
     const vcattn_method_config exact = {VCATTN_QK_FORMAT_FP32, VCATTN_QK_GRANULARITY_BLOCK, 0, 0,
-                                        VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0};
+                                        VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0,
+                                        VCATTN_P_SCALE_RUNNING_MAX};
     CHECK_STATUS(vcattn_simulate_attention(&p, &exact, NULL, NULL), VCATTN_STATUS_SCORE_OVERFLOW);
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
         vcattn_method_config cfg;
