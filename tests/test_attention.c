@@ -916,6 +916,35 @@ TEST(sampled_rows_rule_and_bad_lists) {
     problem_free(&pr);
 }
 
+/* The far-key problems below: scores q . k * D^-1/2 with q_0 = 20 (small noise
+ * elsewhere keeps rows distinct) and k_j,0 = far_key_k0(gap) puts key j `gap`
+ * octaves below a key with k_0 = 5 (20 * dk / 8 nats = gap * ln 2). */
+static void far_key_queries(problem *pr, test_rng *rng) {
+    const int64_t Sq = pr->Sq, D = pr->D;
+    for (int64_t i = 0; i < Sq * D; ++i) pr->q[i] = (float)(0.05 * test_rng_normal(rng));
+    for (int64_t i = 0; i < Sq; ++i) pr->q[i * D] = 20.0f;
+}
+static float far_key_k0(double gap) { return (float)(5.0 - gap * 0.6931471805599453 * 8.0 / 20.0); }
+
+/* rel-L2 of vsmooth-expcast-8bit (err[0]) and of `variant` (err[1]) against the
+ * exact-exp path vsmooth-8bit on the same problem (same Q/K/V quantization). */
+static void errors_vs_exp_path(problem *pr, vcattn_method variant, double err[2]) {
+    const int64_t n = pr->Sq * pr->D;
+    const vcattn_method methods[3] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, variant};
+    float *oexp = alloc_floats(n);
+    for (int m = 0; m < 3; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get(methods[m], &cfg);
+        vcattn_attention_params sim = params_of(pr, m == 0 ? oexp : pr->o2, NULL);
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+        if (m == 0) continue;
+        vcattn_fidelity f;
+        vcattn_fidelity_compare(oexp, pr->o2, n, &f);
+        err[m - 1] = f.rel_l2;
+    }
+    free(oexp);
+}
+
 /* The block-max scale (numerics.h): a row whose block 0 holds the max key
  * and whose later blocks sit 13-19 octaves below it, each block's keys within
  * an octave of one another (V unrelated to the max key's).  Against the
@@ -930,29 +959,16 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
     const int64_t Sq = 128, Skv = 2048, D = 64;
     problem pr = problem_make(1, 1, Sq, Skv, D, 1.0, 0.0, 0.0);
     test_rng rng = {test_seed()};
-    for (int64_t i = 0; i < Sq * D; ++i) pr.q[i] = (float)(0.05 * test_rng_normal(&rng));
-    for (int64_t i = 0; i < Sq; ++i) pr.q[i * D] = 20.0f;
+    far_key_queries(&pr, &rng);
     double block_gap = 0.0;
     for (int64_t j = 0; j < Skv; ++j) {
         if (j % 128 == 0) block_gap = 13.0 + 6.0 * test_rng_uniform(&rng);
         for (int64_t d = 1; d < D; ++d) pr.k[j * D + d] = (float)(0.05 * test_rng_normal(&rng));
         const double gap = j == 0 ? 0.0 : block_gap + test_rng_uniform(&rng); /* octaves */
-        pr.k[j * D] = (float)(5.0 - gap * 0.6931471805599453 * 8.0 / 20.0);
+        pr.k[j * D] = far_key_k0(gap);
     }
     double err[2];
-    const vcattn_method methods[3] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
-                                      VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
-    float *oexp = alloc_floats(Sq * D);
-    for (int m = 0; m < 3; ++m) {
-        vcattn_method_config cfg;
-        vcattn_method_config_get(methods[m], &cfg);
-        vcattn_attention_params sim = params_of(&pr, m == 0 ? oexp : pr.o2, NULL);
-        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
-        if (m == 0) continue;
-        vcattn_fidelity f;
-        vcattn_fidelity_compare(oexp, pr.o2, Sq * D, &f);
-        err[m - 1] = f.rel_l2;
-    }
+    errors_vs_exp_path(&pr, VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, err);
     if (measuring()) printf("    M vs exp path: expcast %.4g blockmax %.4g\n", err[0], err[1]);
     /* measured (seeds 1-8): expcast 0.013-0.021, blockmax 0.00013-0.0025 (ratio <= 0.19) */
     CHECK_MSG(err[0] > 0.01, "the far blocks must carry mass ExpCast drops: %g", err[0]);
@@ -960,14 +976,16 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
 
     /* staircase: block b's keys 40 b octaves below the max (16 blocks: 600
      * octaves, far past FP32's range if the scale followed them unbounded) */
-    for (int64_t j = 0; j < Skv; ++j) pr.k[j * D] = (float)(5.0 - 40.0 * (double)(j / 128) * 0.6931471805599453 * 8.0 / 20.0);
+    for (int64_t j = 0; j < Skv; ++j) pr.k[j * D] = far_key_k0(40.0 * (double)(j / 128));
     vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
     CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
     double stair[2];
     int finite = 1;
+    const vcattn_method stair_methods[2] = {VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
+                                            VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
     for (int m = 1; m < 3; ++m) {
         vcattn_method_config cfg;
-        vcattn_method_config_get(methods[m], &cfg);
+        vcattn_method_config_get(stair_methods[m - 1], &cfg);
         vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
         CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
         vcattn_fidelity f;
@@ -980,7 +998,6 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
     /* only block 0 carries mass: both are ExpCast on 128 keys (0.020-0.031, seeds 1-8) */
     CHECK_MSG(finite && stair[1] < 1.1 * stair[0] + 1e-3, "staircase: finite %d rel_l2 %g (expcast %g)", finite,
               stair[1], stair[0]);
-    free(oexp);
     problem_free(&pr);
 }
 
@@ -995,34 +1012,17 @@ TEST(expcast_tail_keeps_the_far_keys) {
     const int64_t Sq = 128, Skv = 2048, D = 64;
     problem pr = problem_make(1, 1, Sq, Skv, D, 1.0, 0.0, 0.0);
     test_rng rng = {test_seed()};
-    /* scores: q . k * D^-1/2 with q_0 = 20 and k_j,0 chosen for the octave gap;
-     * small noise elsewhere keeps rows distinct */
-    for (int64_t i = 0; i < Sq * D; ++i) pr.q[i] = (float)(0.05 * test_rng_normal(&rng));
-    for (int64_t i = 0; i < Sq; ++i) pr.q[i * D] = 20.0f;
+    far_key_queries(&pr, &rng);
     for (int64_t j = 0; j < Skv; ++j) {
         for (int64_t d = 1; d < D; ++d) pr.k[j * D + d] = (float)(0.05 * test_rng_normal(&rng));
         const double gap = j == 0 ? 0.0 : 13.0 + 6.0 * test_rng_uniform(&rng); /* octaves */
-        /* 20 * dk / 8 nats = gap * ln 2 */
-        pr.k[j * D] = (float)(5.0 - gap * 0.6931471805599453 * 8.0 / 20.0);
+        pr.k[j * D] = far_key_k0(gap);
     }
     double err[2];
-    const vcattn_method methods[3] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
-                                      VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT};
-    float *oexp = alloc_floats(Sq * D);
-    for (int m = 0; m < 3; ++m) {
-        vcattn_method_config cfg;
-        vcattn_method_config_get(methods[m], &cfg);
-        vcattn_attention_params sim = params_of(&pr, m == 0 ? oexp : pr.o2, NULL);
-        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
-        if (m == 0) continue;
-        vcattn_fidelity f;
-        vcattn_fidelity_compare(oexp, pr.o2, Sq * D, &f);
-        err[m - 1] = f.rel_l2;
-    }
+    errors_vs_exp_path(&pr, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT, err);
     if (measuring()) printf("    M vs exp path: expcast %.4g tail %.4g\n", err[0], err[1]);
     /* measured (seeds 1-5): expcast 0.0185-0.0195, tail 0.0009-0.0013 (ratio <= 0.07) */
     CHECK_MSG(err[0] > 0.01, "the far keys must carry mass ExpCast drops: %g", err[0]);
     CHECK_MSG(err[1] < 0.15 * err[0], "tail %g vs expcast %g", err[1], err[0]);
-    free(oexp);
     problem_free(&pr);
 }
