@@ -34,7 +34,7 @@ mutations=(
   "blockmax_no_descent@src/numerics.h@s/return d < VC_BLOCKMAX_DESCENT \? d : VC_BLOCKMAX_DESCENT;/return 0.0f;/@block-max scale degenerates to the running max (d = 0)"
   "blockmax_unbounded_descent@src/numerics.h@s/return d < VC_BLOCKMAX_DESCENT \? d : VC_BLOCKMAX_DESCENT;/return VC_BLOCKMAX_DESCENT;/@block-max descent not bounded by 80 over the row"
   "blockmax_rule_ignored@src/simulate_tile.c@s/if \(cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX\) \{/if (0) {/@simulation ignores the block-max scale (running max)"
-  "blockmax_scale_below_block_max@src/numerics.h@s/return fmaxf\(block_max, m_prev - descent\);/return m_prev - descent;/@block-max scale may sit below the block's max (codes above the top)"
+  "blockmax_scale_below_block_max@src/numerics.h@s/return fmaxf\(m_prev - descent, block_max\);/return m_prev - descent;/@block-max scale may sit below the block's max (codes above the top)"
   "npy_truncation_reason_wrong@src/npy.c@s/return npy_fail\(e, VCATTN_NPY_TRUNCATED,/return npy_fail(e, VCATTN_NPY_BAD_HEADER,/@.npy short data reported as a malformed header"
 )
 

@@ -68,10 +68,9 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         float tm = mx == INT_MIN ? -INFINITY : (float)mx * c;
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
-        /* the block-max scale (numerics.h, vc_blockmax_scale, operands in
-         * this order: ~1% faster, kernel-log): m - descent is known before
-         * tm, so the path from tm to the bias keeps its one max */
-        const float m_new = MODE == VC_MODE_EXPCAST_BLOCKMAX ? fmaxf(m[hh] - descent, tm)
+        /* the block-max scale (numerics.h): m - descent is known before tm,
+         * so the path from tm to the bias keeps its one max */
+        const float m_new = MODE == VC_MODE_EXPCAST_BLOCKMAX ? vc_blockmax_scale(m[hh], descent, tm)
                             : VC_MODE_IS_EXPCAST(MODE)    ? fmaxf(m[hh], tm)
                                                           : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
         alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
