@@ -505,7 +505,7 @@ static const char *k_usage =
     "--running-max-kmeans: the same, blocks in the V-Smooth plan's order\n"
     "    (vcattn_vsmooth_plan, default k-means: k = 64, 8 iterations).\n"
     "--block-max-kmeans: blocks in that order, each coded against the block-max scale\n"
-    "    of vsmooth-expcast-blockmax-8bit (max(block max, previous - d), d = min(2, 80/blocks)).\n"
+    "    of vsmooth-expcast-blockmax-8bit (max(block max, previous - d), d = min(1, 80/blocks)).\n"
     "--simulate: also the library's simulation with only p_format set (FP32 Q, K, V).\n";
 
 static int usage_error(const char *msg, const char *arg) {

@@ -423,10 +423,18 @@ VC_HD static inline double vc_expcast_tail_code_linear(double u) {
     return t1 > t2 ? t1 : t2;
 }
 
-/* V-Smooth mean restore on the tensor core (kernel version 5): the row sum r
- * enters an FP16 product as hi + lo, each rounded to FP16 (r <= 128 * 256 fits),
- * so hi + lo carries ~22 significant bits of r; the products with the FP16
- * means are exact in FP32. */
+/* V-Smooth mean restore on the tensor core: the row sum r enters an FP16
+ * product as hi + lo, each rounded to FP16 (r <= 128 * 256 fits), so hi + lo
+ * carries ~22 significant bits of r; the products with the FP16 means are
+ * exact in FP32.
+ * The paired mean restore: the kernel restores two blocks per FP16 product.
+ * Blocks 2j and 2j+1 ride together in block 2j+2's P V accumulator, each
+ * quad partial r_t at that block's scale: block 2j as
+ * split(alpha_{2j+2} * fl(alpha_{2j+1} r_t)), block 2j+1 as
+ * split(alpha_{2j+2} r_t) (FP32 products).  The block (odd count) or pair
+ * (even count: the first one kept as fl(alpha r_t)) still pending after the
+ * last fold is added to O on the CUDA cores.  The coefficient carries two
+ * alphas, which is what bounds the block-max scale's descent (below). */
 VC_HD static inline float vc_rowsum_f16_split(float r) {
     /* hi: r cut to 11 significant bits (one LOP3 in the kernel), lo = r - hi
      * (exact); one FP16x2 conversion rounds both */
@@ -442,20 +450,23 @@ VC_HD static inline float vc_rowsum_f16_split(float r) {
  * rows (75,600 keys) ExpCast then writes 0 for keys that hold ~1% of the mass
  * (docs/fidelity-analysis.md).  The block-max rule follows the block's own max
  * instead, as far as the pipeline's number ranges allow:
- *     m_n = max(blockmax_n, m_{n-1} - d),   d = min(2, 80 / blocks)
+ *     m_n = max(blockmax_n, m_{n-1} - d),   d = min(1, 80 / blocks)
  * so every block's max still lands at the top code, the scale rises at once
  * and falls at most d per block:
- *   - alpha = 2^(m_{n-1} - m_n) <= 2^d <= 4: the V-Smooth restore multiplies
- *     alpha by a quad thread's row-sum partial r (<= 32 keys x 256 for ExpCast,
- *     x 448 for the exp path) before its FP16 split, 4 x 32 x 448 = 57,344 <
- *     65,504, the FP16 maximum;
+ *   - alpha = 2^(m_{n-1} - m_n) <= 2^d <= 2: the paired V-Smooth restore
+ *     multiplies up to two alphas by a quad thread's row-sum partial r
+ *     (<= 32 keys x 256 for ExpCast, x 448 for the exp path) before its FP16
+ *     split, 4 x 32 x 448 = 57,344 < 65,504, the FP16 maximum (d = 2 held
+ *     while the restore took one block at a time);
  *   - m_n >= (running max) - 80 over the whole row (at most `blocks` steps of
  *     d): O and l, held in the scale m_n, stay within 2^80 of their
  *     running-max values, finite in FP32 for any key count below 2^40.
  * No state beyond m; d is one constant per call.  (A floor m_n >= running max
  * - 64 with d = 2 needs two more registers per thread, which the kernel does not
- * have, and measured no more faithful.) */
-#define VC_BLOCKMAX_DESCENT 2.0f
+ * have, and measured no more faithful.)  d = 1 changes the codes only below
+ * 80 blocks (10,240 keys); there 1 octave per block is still far more than the
+ * block maxima of a row move (docs/kernel-log.md). */
+#define VC_BLOCKMAX_DESCENT 1.0f
 #define VC_BLOCKMAX_TOTAL_DESCENT 80.0f
 VC_HD static inline float vc_blockmax_descent(int64_t blocks) {
     const float d = VC_BLOCKMAX_TOTAL_DESCENT / (float)(blocks > 0 ? blocks : 1);

@@ -74,6 +74,7 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
     c.extra = extra;
     c.fp32_pipeline = !(config->qk_format == VCATTN_QK_FORMAT_FP32 && config->v_format == VCATTN_V_FORMAT_FP32 &&
                         config->p_format == VCATTN_P_FORMAT_FP32);
+    c.restore_pairs = !(config->p_format == VCATTN_P_FORMAT_EXPCAST && config->p_scale == VCATTN_P_SCALE_RUNNING_MAX);
     c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3    ? VC_SAGE2_P_LOG2_OFFSET
                       : config->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE3_P_LOG2_OFFSET
                                                                   : 0.0f;

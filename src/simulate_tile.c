@@ -291,6 +291,15 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
     return lsum;
 }
 
+/* A row's mean terms not yet restored (quad partials): rprev, block kb-1's
+ * four r partials; kept, the first block of an open pair, alpha-scaled as
+ * the kernel keeps it; the two blocks' means of the pair restored next. */
+typedef struct {
+    double rprev[4];
+    float kept[4];
+    const double *mu_first, *mu_second;
+} mean_pending;
+
 /* The row sum r of the block's quantized P and the running l's update:
  * l <- alpha*l + r (or + lsum); with the quad partials (quad), r's four
  * 32-key partials rt, each kept in its own l4 partial.  Returns r. */
@@ -316,10 +325,10 @@ TILE_STEP double row_sum_fold(const sim_ctx *c, const double *pq, int64_t nvalid
 /* P V for this block into a fresh accumulator, then one fold into row i's
  * output o (and oe, P_q times the exact V):
  * O = alpha*O + acc + r*mu   (mu = 0 without V-Smooth); with the quad
- * partials the mean term is the previous block's, in this accumulator. */
-TILE_STEP void row_pv_fold(const sim_ctx *c, const tile_scratch *t, int64_t i, const double *pq, int64_t nvalid,
-                           double alpha, double r, const double *vq, const float *vqf, const float *ve,
-                           const double *mu, const double *mu_prev, int quad, double *rprevi, const double *rt) {
+ * partials the mean terms of the previous two blocks, in pairs (below). */
+TILE_STEP void row_pv_fold(const sim_ctx *c, const tile_scratch *t, int64_t i, int64_t kb, const double *pq,
+                           int64_t nvalid, double alpha, double r, const double *vq, const float *vqf, const float *ve,
+                           const double *mu, int quad, mean_pending *pend, const double *rt) {
     const int64_t D = c->p->head_dim;
     double *acc = t->acc, *o = t->o + i * D, *oe = t->oe + i * D;
     if (c->fp32_pipeline) {
@@ -347,32 +356,62 @@ TILE_STEP void row_pv_fold(const sim_ctx *c, const tile_scratch *t, int64_t i, c
             for (int64_t d = 0; d < D; ++d) oe[d] += w * (double)er[d];
         }
     }
-    if (quad) {
-        /* the previous block's mean term, scaled by this block's
-         * alpha, in this block's accumulator (FP16-split partials:
-         * numerics.h, vc_rowsum_f16_split) */
-        if (mu_prev) {
-            double sr = 0.0;
-            for (int q = 0; q < 4; ++q) sr += vc_rowsum_f16_split((float)((float)alpha * (float)rprevi[q]));
-            for (int64_t d = 0; d < D; ++d) acc[d] = R(c, acc[d] + sr * mu_prev[d]);
+    if (quad && c->restore_pairs) {
+        /* the mean terms ride in pairs (numerics.h, "the paired mean
+         * restore"): blocks kb-2 and kb-1 in block kb's accumulator for even
+         * kb >= 2, each quad partial FP16-split at this block's scale; block
+         * kb-2's partial was kept as alpha_{kb-1} r (float) one block ago */
+        if (pend->mu_first && (kb & 1) == 0) {
+            double s0 = 0.0, s1 = 0.0;
+            for (int q = 0; q < 4; ++q) {
+                s0 += vc_rowsum_f16_split((float)alpha * pend->kept[q]);
+                s1 += vc_rowsum_f16_split((float)((float)alpha * (float)pend->rprev[q]));
+            }
+            for (int64_t d = 0; d < D; ++d) acc[d] = R(c, acc[d] + (s0 * pend->mu_first[d] + s1 * pend->mu_second[d]));
         }
         for (int64_t d = 0; d < D; ++d) o[d] = R(c, alpha * o[d] + acc[d]);
-        for (int q = 0; q < 4; ++q) rprevi[q] = rt[q];
+        /* block kb-1 opens the next pair when kb is odd: keep alpha_kb r */
+        if (kb & 1)
+            for (int q = 0; q < 4; ++q) pend->kept[q] = (float)((float)alpha * (float)pend->rprev[q]);
+        for (int q = 0; q < 4; ++q) pend->rprev[q] = rt[q];
+    } else if (quad) {
+        /* one block at a time (plain ExpCast): the previous block's mean
+         * term, scaled by this block's alpha, in this block's accumulator */
+        if (pend->mu_second) {
+            double sr = 0.0;
+            for (int q = 0; q < 4; ++q) sr += vc_rowsum_f16_split((float)((float)alpha * (float)pend->rprev[q]));
+            for (int64_t d = 0; d < D; ++d) acc[d] = R(c, acc[d] + sr * pend->mu_second[d]);
+        }
+        for (int64_t d = 0; d < D; ++d) o[d] = R(c, alpha * o[d] + acc[d]);
+        for (int q = 0; q < 4; ++q) pend->rprev[q] = rt[q];
     } else {
         for (int64_t d = 0; d < D; ++d) o[d] = R(c, R(c, alpha * o[d] + R(c, acc[d])) + r * mu[d]);
     }
 }
 
-/* With the quad partials: the last block's mean term on the CUDA cores,
- * and l from its partials, (l0 + l1) + (l2 + l3). */
-TILE_STEP void quad_finish(const sim_ctx *c, const tile_scratch *t, int64_t nsel, const double *mu_prev,
-                           double (*rprev)[4], double (*l4)[4], double *l) {
+/* With the quad partials: the mean terms still pending after the last fold
+ * on the CUDA cores (paired, an even block count: the kept first block of the
+ * last pair, then the last block), and l from its partials,
+ * (l0 + l1) + (l2 + l3). */
+static double quad_split_sum(const float *r4) {
+    const float s01 = vc_rowsum_f16_split(r4[0]) + vc_rowsum_f16_split(r4[1]);
+    const float s23 = vc_rowsum_f16_split(r4[2]) + vc_rowsum_f16_split(r4[3]);
+    return (double)(s01 + s23);
+}
+
+TILE_STEP void quad_finish(const sim_ctx *c, const tile_scratch *t, int64_t nsel, int64_t nblk, const double *mu_prev,
+                           const double *mu_last, const mean_pending *pend, double (*l4)[4], double *l) {
     const int64_t D = c->p->head_dim;
     for (int64_t i = 0; i < nsel; ++i) {
-        const float s01 = vc_rowsum_f16_split((float)rprev[i][0]) + vc_rowsum_f16_split((float)rprev[i][1]);
-        const float s23 = vc_rowsum_f16_split((float)rprev[i][2]) + vc_rowsum_f16_split((float)rprev[i][3]);
-        const double sr = (double)(s01 + s23);
-        for (int64_t d = 0; d < D; ++d) t->o[i * D + d] = R(c, t->o[i * D + d] + sr * mu_prev[d]);
+        double *o = t->o + i * D;
+        if (c->restore_pairs && (nblk & 1) == 0) {
+            const double sk = quad_split_sum(pend[i].kept);
+            for (int64_t d = 0; d < D; ++d) o[d] = R(c, o[d] + sk * mu_prev[d]);
+        }
+        float r4[4];
+        for (int q = 0; q < 4; ++q) r4[q] = (float)pend[i].rprev[q];
+        const double sr = quad_split_sum(r4);
+        for (int64_t d = 0; d < D; ++d) o[d] = R(c, o[d] + sr * mu_last[d]);
         l[i] = (double)((float)l4[i][0] + (float)l4[i][1]) + (double)((float)l4[i][2] + (float)l4[i][3]);
         l[i] = R(c, l[i]);
     }
@@ -449,17 +488,22 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
     /* The quantized pipeline follows the kernel (src/cuda/attention/): the
      * row sum of the quantized P comes in 4 partials r_t (the 32 keys of
      * quad thread t, two 16-key tensor-core sums), l is kept as 4 partials
-     * summed (l0 + l1) + (l2 + l3) at the end, and block kb's mean term
-     * (sum_t split(alpha_{kb+1} r_t)) mu_kb rides in block kb+1's P V
-     * accumulator; the last block's goes into O after the last fold. */
+     * summed (l0 + l1) + (l2 + l3) at the end, and the mean terms of blocks
+     * 2j and 2j+1 (sum_t split(c r_t)) mu ride together in block 2j+2's P V
+     * accumulator; those still pending go into O after the last fold. */
     const int quad = c->fp32_pipeline && cfg->rowsum_from_quantized_p;
-    double l4[VC_TILE_Q][4], rprev[VC_TILE_Q][4];
-    const double *mu_prev = NULL;
+    double l4[VC_TILE_Q][4];
+    mean_pending pend[VC_TILE_Q];
+    const double *mu_prev = NULL, *mu_prev2 = NULL;
     for (int64_t i = 0; i < nsel; ++i) {
         m[i] = -INFINITY;
         l[i] = 0.0;
         cq[i] = R(c, (double)c->sml2e * qscale[i]);
-        for (int q = 0; q < 4; ++q) l4[i][q] = rprev[i][q] = 0.0;
+        for (int q = 0; q < 4; ++q) {
+            l4[i][q] = pend[i].rprev[q] = 0.0;
+            pend[i].kept[q] = 0.0f;
+        }
+        pend[i].mu_first = pend[i].mu_second = NULL;
     }
     memset(t.o, 0, sizeof(double) * (size_t)(128 * D));
     memset(t.oe, 0, sizeof(double) * (size_t)(128 * D));
@@ -496,7 +540,9 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
             double lsum = row_p(c, tt, cc, sd, nvalid, m_new, pq);
             double rt[4] = {0.0, 0.0, 0.0, 0.0};
             double r = row_sum_fold(c, pq, nvalid, alpha, lsum, quad, l4[i], &l[i], rt);
-            row_pv_fold(c, &t, i, pq, nvalid, alpha, r, vq, vqf, ve, mu, mu_prev, quad, rprev[i], rt);
+            pend[i].mu_first = mu_prev2;
+            pend[i].mu_second = mu_prev;
+            row_pv_fold(c, &t, i, kb, pq, nvalid, alpha, r, vq, vqf, ve, mu, quad, &pend[i], rt);
             if (want_tv) {
                 float *ps = t.pstore + i * keys;
                 for (int64_t j = 0; j < nvalid; ++j) ps[j0 + j] = (float)pq[j];
@@ -504,9 +550,10 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
             }
             m[i] = m_new;
         }
+        mu_prev2 = mu_prev;
         mu_prev = mu;
     }
-    if (quad) quad_finish(c, &t, nsel, mu_prev, rprev, l4, l);
+    if (quad) quad_finish(c, &t, nsel, hd->nblk, mu_prev2, mu_prev, pend, l4, l);
 
     tile_epilogue(c, &t, &tr, m, l, want_tv, keys);
 }

@@ -67,9 +67,9 @@ int vc_cmd_numerics(int argc, char **argv) {
         bm_alpha[i] = exp2(bm_d[i]);
         bm_total[i] = bm_d[i] * (double)blocks;
     }
-    /* the largest FP16 operand of the V-Smooth restore: alpha x a quad thread's row-sum
-     * partial (32 keys at the top code: 256 for ExpCast) */
-    const double restore_max = exp2((double)VC_BLOCKMAX_DESCENT) * 32.0 * VC_EXPCAST_P_SCALE;
+    /* the largest FP16 operand of the paired V-Smooth restore: two alphas x a quad
+     * thread's row-sum partial (32 keys at the top code: 256 for ExpCast) */
+    const double restore_max = exp2(2.0 * (double)VC_BLOCKMAX_DESCENT) * 32.0 * VC_EXPCAST_P_SCALE;
     if (json) {
         printf("{\"beta\": %.4f, \"agree_share\": %.6f, \"max_code_diff\": %d, \"ratio_min\": %.6f, "
                "\"ratio_max\": %.6f, \"row_tv_bound\": %.6f, \"samples_per_doubling\": %lld, "
@@ -106,7 +106,7 @@ int vc_cmd_numerics(int argc, char **argv) {
         printf("  %8s %10s %12s %22s\n", "keys", "d", "alpha <=", "fall over the row <=");
         for (int i = 0; i < 5; ++i)
             printf("  %8lld %10.5f %12.4f %22.2f\n", (long long)keys[i], bm_d[i], bm_alpha[i], bm_total[i]);
-        printf("  restore operand alpha r <= %.0f (FP16 max 65504)\n", restore_max);
+        printf("  paired restore operand alpha alpha' r <= %.0f (FP16 max 65504)\n", restore_max);
     }
     return 0;
 }

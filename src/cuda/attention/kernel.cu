@@ -54,6 +54,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
         fence_mbarrier_init();
     }
     if (kVs) vc_att_restore_init(sV, sMU, tid);
+    if (kVs && vc_att_pairs<MODE>()) vc_att_keep_init(smem, tid);
     fence_proxy_async_shared();
     __syncthreads();
 
@@ -90,11 +91,11 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     }
 
     const vc_att_descs d = {wgmma_desc_sw128(sQ + cw * 8192), wgmma_desc_sw128(sK), wgmma_desc_sw128(sV),
-                            wgmma_desc_noswizzle(sMU, 0, 128)};
+                            wgmma_desc_noswizzle(sMU, 0, 128)}; /* K step (LBO): vc_att_issue_restore */
     mbarrier_wait(b.q_full, 0);
     if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, 256); /* WG1 goes first */
 
-    vc_att_mainloop<MODE>(cs, b, d, sMU, sks, cq, cw, nkb, tail_valid, t, a.bm_descent);
+    vc_att_mainloop<MODE>(cs, b, d, smem, sks, cq, cw, nkb, tail_valid, t, a.bm_descent);
 
     /* the thread's rows from a fresh read of %tid.x: keeping warp / g live
      * through the loop cost a spill (ptxas -v) */

@@ -14,6 +14,9 @@
  *   means ring    MU_SLOTS x (128 channels x 16 B + 8 zero rows): each
  *                 block's FP16 means, the B operand of the restore
  *   K scales      STAGES x 4 floats (one per 32-key column group)
+ *   kept r        256 consumer threads x 2 floats: the scaled row-sum
+ *                 partials of a restore pair's first block, from one turn to
+ *                 the next (restore.cuh; in registers they spilled)
  *   mbarriers */
 #pragma once
 
@@ -29,7 +32,8 @@
 #define VC_ATT_OFF_V (VC_ATT_OFF_K + VC_ATT_STAGES * VC_ATT_K_BYTES)
 #define VC_ATT_OFF_MU (VC_ATT_OFF_V + VC_ATT_STAGES * VC_ATT_V_BYTES)
 #define VC_ATT_OFF_KS (VC_ATT_OFF_MU + VC_ATT_MU_SLOTS * VC_ATT_MU_SLOT) /* 4 K scales per stage */
-#define VC_ATT_OFF_BAR (VC_ATT_OFF_KS + VC_ATT_STAGES * 16)
+#define VC_ATT_OFF_KEEP (VC_ATT_OFF_KS + VC_ATT_STAGES * 16) /* 8 B per consumer thread */
+#define VC_ATT_OFF_BAR (VC_ATT_OFF_KEEP + 256 * 8)
 #define VC_ATT_SMEM (VC_ATT_OFF_BAR + 256 + 1024)
 #define VC_ATT_BAR_WG0 1 /* named barrier a consumer WG waits on before its turn (+1: the other WG) */
 #define VC_ATT_E4M3_ONE 0x38u

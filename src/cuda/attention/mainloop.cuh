@@ -2,16 +2,17 @@
  * P V on the tensor cores, take turns with the other consumer warpgroup
  * (ping-pong), fold each block's product into O, release ring stages.
  *
- * One turn of a consumer WG issues P_{kb-1} V_{kb-1} (+ the restore of block
- * kb-2) and then S_kb, hands the tensor cores to the other WG, folds block
- * kb-1 into O while S_kb runs, and runs the softmax of S_kb (softmax.cuh).
- * The first turn (S_0 only) and the last (P V of the last block only) are
- * peeled.
+ * One turn of a consumer WG issues P_{kb-1} V_{kb-1} (+ the mean restore:
+ * in odd turns that of blocks kb-3 and kb-2, or every turn that of block
+ * kb-2 for plain ExpCast; restore.cuh) and then S_kb, hands the tensor cores to
+ * the other WG, folds block kb-1 into O while S_kb runs, and runs the softmax
+ * of S_kb (softmax.cuh).  The first turn (S_0 only) and the last (P V of the
+ * last block only) are peeled.
  *
- * NOTE: no wgmma sits under a run-time condition: ptxas then inserts its own
+ * NOTE: no wgmma sits under a run-time branch: ptxas then inserts its own
  * warpgroup.arrive and serializes every wgmma (C7520).  Hence the peeled first
- * and last turns, and the restore issued every turn (with A = 0 before the
- * first block is folded). */
+ * and last turns; the restore of every second turn is a guard predicate on
+ * the one instruction (ptxas branches around it alone, C7519, measured cheap). */
 #pragma once
 #include "attention/consumer.cuh"
 #include "attention/layout.cuh"
@@ -114,7 +115,8 @@ __device__ __forceinline__ void vc_att_prepare_next(const vc_att_barriers &b, un
  * (its own basic block) so that ptxas keeps the fold above it. */
 template <int MODE>
 __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_att_barriers &b, uint32_t sks, float cq,
-                                                unsigned kb, int nkb, int tail_valid, int t, float a_descent) {
+                                                unsigned kb, int nkb, int tail_valid, int t, float a_descent,
+                                                const uint8_t *smem) {
     const unsigned st = kb & (VC_ATT_STAGES - 1);
     const float c = cq * lds_f32(sks + 16 * st); /* before the stage is released */
     if (kb == (unsigned)nkb - 1 && tail_valid < VC_BLOCK_K) {
@@ -122,22 +124,24 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, true>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA);
+        vc_att_softmax<MODE, true>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA, cs.rprev,
+                                   kb, smem);
     } else {
         wgmma_wait<0>();
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, false>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA);
+        vc_att_softmax<MODE, false>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
+                                    cs.rprev, kb, smem);
     }
 }
 
 /* The whole loop of one consumer WG (cw = 0 or 1) over nkb key blocks. */
 template <int MODE>
 __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_att_barriers &b, const vc_att_descs &d,
-                                                const uint8_t *sMU, uint32_t sks, float cq, int cw, int nkb,
+                                                const uint8_t *smem, uint32_t sks, float cq, int cw, int nkb,
                                                 int tail_valid, int t, float descent) {
-    constexpr bool kVs = MODE != VC_MODE_SAGE2;
+    constexpr bool kVs = MODE != VC_MODE_SAGE2, kPairs = vc_att_pairs<MODE>();
     /* ---- first turn: S_0 ---- */
     {
         mbarrier_wait(&b.full_k[0], 0);
@@ -146,20 +150,23 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         wgmma_commit();
         vc_att_end_issue(cw);
         vc_att_prepare_next(b, 0, nkb);
-        vc_att_finish_s<MODE>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent);
+        vc_att_finish_s<MODE>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent, smem);
     }
-    /* RA = 0 here: the first restore (kb = 1) adds nothing */
-    /* steady state: P_{kb-1} V_{kb-1}, the restore of block kb-2, then S_kb;
-     * fold block kb-1 under S_kb.  Group 1 (P V + restore) has completed
-     * (wait 1) before the fold touches acc and O. */
+    /* steady state: P_{kb-1} V_{kb-1}, in odd turns from kb = 3 on the
+     * restore of the pair (kb-3, kb-2) (restore.cuh), then S_kb; fold block
+     * kb-1 under S_kb.  Group 1 (P V + restore) has completed (wait 1) before
+     * the fold touches acc and O. */
     for (unsigned kb = 1; kb < (unsigned)nkb; ++kb) {
         const unsigned st = kb & (VC_ATT_STAGES - 1), pst = (kb - 1) & (VC_ATT_STAGES - 1);
-        /* block kb-2's means (RA = 0 at kb = 1); branch-free: a branch between
-         * two wgmma makes ptxas inject a warpgroup.arrive (C7519) */
-        const unsigned mst = (max(kb, 2u) - 2) & (VC_ATT_MU_SLOTS - 1);
+        /* paired: the pair's first slot (even), the restore in odd turns
+         * from kb = 3 on; single: block kb-2's slot (RA = 0 at kb = 1).
+         * Branch-free: a branch between two wgmma makes ptxas inject a
+         * warpgroup.arrive (C7519) */
+        const unsigned mst = (kPairs ? max(kb, 3u) - 3 : max(kb, 2u) - 2) & (VC_ATT_MU_SLOTS - 1);
+        const int restore = (kb & 1u) && kb >= 3u;
         vc_att_begin_turn(cw);
         vc_att_issue_pv<kVs>(cs, d, pst);
-        if (kVs) vc_att_issue_restore(cs, d.mu0, mst);
+        if (kVs) vc_att_issue_restore<kPairs>(cs, d.mu0, mst, restore);
         wgmma_commit();
         vc_att_issue_s(cs, d, st);
         wgmma_commit();
@@ -169,23 +176,24 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         vc_att_fence_acc(cs);
         __syncwarp();
         vc_att_fold<kVs>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
-        vc_att_finish_s<MODE>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent);
-        if (kVs) vc_att_make_ra(cs, cs.alpha); /* block kb-1's term rides in block kb's accumulator */
+        vc_att_finish_s<MODE>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, smem);
+        if (kVs && !kPairs) vc_att_make_ra_single(cs, cs.alpha); /* block kb-1's term rides in block kb's acc */
     }
-    /* ---- last turn: P V of the last block (+ the restore of the one before),
-     * then the restore of the last block on its own ---- */
+    /* ---- last turn: P V of the last block (+ paired: the restore of the pair
+     * before it when nkb is odd; single: of the block before it), then the
+     * pending mean terms on their own ---- */
     {
         const unsigned pst = (unsigned)(nkb - 1) & (VC_ATT_STAGES - 1),
-                       mst = (unsigned)max(nkb - 2, 0) & (VC_ATT_MU_SLOTS - 1);
+                       mst = (unsigned)max(nkb - (kPairs ? 3 : 2), 0) & (VC_ATT_MU_SLOTS - 1);
         vc_att_begin_turn(cw);
         vc_att_issue_pv<kVs>(cs, d, pst);
-        if (kVs) vc_att_issue_restore(cs, d.mu0, mst);
+        if (kVs) vc_att_issue_restore<kPairs>(cs, d.mu0, mst, (nkb & 1) && nkb >= 3);
         wgmma_commit();
         if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, 256);
         wgmma_wait<0>();
         vc_att_fence_acc(cs);
         __syncwarp();
         vc_att_fold<kVs>(cs, b.empty_v, nkb - 1, cs.alpha, cs.lsum);
-        if (kVs) vc_att_restore_last(cs, sMU, nkb, t);
+        if (kVs) vc_att_restore_last<kPairs>(cs, smem, nkb, t);
     }
 }

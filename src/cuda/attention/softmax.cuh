@@ -15,7 +15,7 @@
  *     one more BF16x2 max takes the larger line;
  *   ExpCast against the block's own max (VC_MODE_EXPCAST_BLOCKMAX): the
  *     ExpCast codes, with the scale m following the block's max down by at
- *     most d = min(2, 80 / blocks) log2 units per block (numerics.h, "the
+ *     most d = min(1, 80 / blocks) log2 units per block (numerics.h, "the
  *     block-max P scale"): one FADD more per row, none per score. */
 #pragma once
 #include <limits.h>
@@ -23,6 +23,7 @@
 
 #include "gpu_common.cuh"
 #include "numerics.h"
+#include "attention/restore.cuh"
 #include "ptx/cvt.cuh"
 
 #define VC_ATT_BF16X2_128 0x43004300u /* BF16 128.0 twice: code 0 of the biased ExpCast */
@@ -53,7 +54,8 @@ __device__ __forceinline__ int vc_row_max_s32(const int32_t (&S)[64], int hh, in
 template <int MODE, bool TAIL>
 __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, int nvalid, int t, float (&m)[2],
                                                float (&alpha)[2], float (&lsum)[2], float descent,
-                                               uint32_t (&P)[4][4]) {
+                                               uint32_t (&P)[4][4], uint32_t (&RA)[4], const float (&rprev)[2],
+                                               unsigned kb, const uint8_t *smem) {
     float bias[2];
     const float c8 = 8.0f * c; /* exact */
     /* ExpCast reads the INT32 score s as the float M + s (M = 1.5 * 2^23: an
@@ -89,6 +91,12 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         for (int i = 0; i < 2; ++i)
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
+                /* the paired restore's operand (restore.cuh), here: its
+                 * shared-memory load then overlaps the last quarter
+                 * of the P conversion (after the softmax it sat on the turn's
+                 * critical path, +4%), and most of S is dead by now */
+                if (MODE != VC_MODE_SAGE2 && vc_att_pairs<MODE>() && kk == 3 && i == 0 && hh == 0)
+                    vc_att_make_ra(RA, rprev, alpha, kb, smem);
                 const int j0 = 4 * kk + 2 * i;
                 const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};
                 const int col[4] = {8 * j0 + 2 * t, 8 * j0 + 2 * t + 1, 8 * j0 + 8 + 2 * t, 8 * j0 + 9 + 2 * t};

@@ -17,3 +17,12 @@ __device__ __forceinline__ uint32_t read_tid_x(void) {
     asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(x));
     return x;
 }
+
+/* Two FP32 words to / from an 8-byte aligned shared-memory address (volatile:
+ * kept in program order with the other shared accesses of the thread). */
+__device__ __forceinline__ void sts_v2_f32(uint32_t saddr, float x, float y) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(saddr), "f"(x), "f"(y) : "memory");
+}
+__device__ __forceinline__ void lds_v2_f32(uint32_t saddr, float &x, float &y) {
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(x), "=f"(y) : "r"(saddr) : "memory");
+}
