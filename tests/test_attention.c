@@ -949,11 +949,11 @@ static void errors_vs_exp_path(problem *pr, vcattn_method variant, double err[2]
  * and whose later blocks sit 13-19 octaves below it, each block's keys within
  * an octave of one another (V unrelated to the max key's).  Against the
  * running max ExpCast drops most of that mass; against each block's own max
- * (reached after a few blocks of 2-octave descent) it keeps it, so
+ * (reached after a few blocks of 1-octave descent) it keeps it, so
  * vsmooth-expcast-blockmax-8bit stays much closer to the exact-exp path.
  * Key 0 alone is the max (its block's other keys are far too).
  * Also: a staircase of blocks 40 octaves apart (the descent bound engages:
- * the scale falls 2 per block, not 40) stays finite and as accurate as the
+ * the scale falls 1 per block, not 40) stays finite and as accurate as the
  * running max.  Fails when the scale rule is lost, inverted or unbounded. */
 TEST(expcast_blockmax_keeps_the_far_blocks) {
     const int64_t Sq = 128, Skv = 2048, D = 64;

@@ -303,11 +303,13 @@ TEST(gpu_calls_report_not_built_without_cuda) {
 /* The block-max scale (numerics.h) over random walks of block maxima with
  * long descents (steps down of 0-60 log2 units, jumps up), for several block
  * counts: the block's max always lands at or below the scale (codes <= the
- * top code), the scale falls at most d per block (alpha <= 4: the FP16
- * restore fits), never more than 80 below the running max over the row (O and
- * l stay finite), and follows the block's max whenever that bound allows. */
+ * top code), the scale falls at most d per block (alpha <= 2: the paired FP16
+ * restore, two alphas times a 32-key row-sum partial at the exp path's 448,
+ * fits), never more than 80 below the running max over the row (O and l stay
+ * finite), and follows the block's max whenever that bound allows. */
 TEST(blockmax_scale_bounds) {
     test_rng rng = {test_seed()};
+    CHECK(exp2(2.0 * (double)VC_BLOCKMAX_DESCENT) * 32.0 * 448.0 <= 65504.0);
     CHECK(vc_blockmax_descent(1) == VC_BLOCKMAX_DESCENT && vc_blockmax_descent(40) == VC_BLOCKMAX_DESCENT);
     CHECK(vc_blockmax_descent(591) > 0.13f && vc_blockmax_descent(591) < 0.14f); /* Wan 720p */
     const int blocks[4] = {1, 7, 64, 1000};
