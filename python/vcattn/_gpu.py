@@ -21,7 +21,13 @@ _DTYPE_BF16, _DTYPE_FP16 = 0, 1
 
 
 class Unsupported(Exception):
-    """This call cannot run on the kernel (the caller falls back or raises)."""
+    """This call cannot run on the kernel (the caller falls back or raises). ``status``: the
+    library's status when the kernel refused the call's values (e.g. SCORE_OVERFLOW for an
+    sm_scale its bracket cannot hold), None when the kernel does not cover the call at all."""
+
+    def __init__(self, why: str, status: int = None):
+        super().__init__(why)
+        self.status = status
 
 
 def available() -> bool:
@@ -155,7 +161,7 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
     nbytes = ctypes.c_size_t()
     st = lib.vcattn_gpu_workspace_size(ctypes.byref(p), ctypes.byref(nbytes))
     if st != 0:
-        raise Unsupported(lib.vcattn_status_string(st).decode())
+        raise Unsupported(lib.vcattn_status_string(st).decode(), st)
     ws = _workspace(q.device, nbytes.value)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     check(lib.vcattn_gpu_attention(ctypes.byref(p), ws.data_ptr(), nbytes.value, stream), "vcattn_gpu_attention")

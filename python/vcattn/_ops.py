@@ -69,13 +69,15 @@ def _attention_impl(q: Tensor, k: Tensor, v: Tensor, perm: Optional[Tensor], v_s
 
 def _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict):
     """The Hopper kernel; what it does not cover falls back to SDPA with one warning
-    (strict=True raises VcattnError(NOT_BUILT) instead)."""
+    (strict=True raises VcattnError instead: NOT_BUILT, or the status the kernel refused the
+    call's values with)."""
     try:
         return _gpu.attention(q, k, v, layout, scale, return_lse, method, perm, on)
     except _gpu.Unsupported as e:
-        why = str(e)
+        why, status = str(e), e.status
     if strict:
-        raise VcattnError(_lib.STATUS["NOT_BUILT"], "vcattn.attention", why)
+        # the kernel's own refusal keeps its status (SCORE_OVERFLOW: this sm_scale), else NOT_BUILT
+        raise VcattnError(status if status is not None else _lib.STATUS["NOT_BUILT"], "vcattn.attention", why)
     warn_once(("cuda", why), f"vcattn: {why}; falling back to torch SDPA (exact softmax)")
     res = _fallback.attention(q, k, v, layout, scale, return_lse)
     return res if return_lse else (res, None)

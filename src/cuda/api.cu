@@ -61,6 +61,13 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
         if (sm > FLT_MAX || c0 > FLT_MAX) return VCATTN_STATUS_SCORE_OVERFLOW;
         const int expcast = VC_MODE_IS_EXPCAST(vc_mode_of(p->method));
         if (expcast && c0 > 0.0078125 / (8.0 * 1e-7 * 1e-7)) return VCATTN_STATUS_SCORE_OVERFLOW;
+        /* The exp path writes p = ex2(fma(s, c, -m)) with m = fl(s_max c): the row
+         * max's argument is the rounding error of s_max c, up to 2^-24 |s_max c|
+         * log2 units, and ex2 of it overflows once that passes ~128.  With
+         * |s| >= 1 and c >= c0 1e-14, c0 > 2^24 / 1e-14 puts |s_max c| beyond 2^24
+         * (an argument of ~1 and up) for every input with a nonzero score: refuse
+         * (measured: sm_scale 1e30 gave NaN rows from vsmooth-8bit and sage2-8bit). */
+        if (!expcast && c0 > 16777216.0 / (1e-7 * 1e-7)) return VCATTN_STATUS_SCORE_OVERFLOW;
     }
     vcattn_status s;
     if ((s = vc_check_view(p->q, p->q_stride, p->batch, p->heads, p->seq_q, p->head_dim))) return s;
