@@ -253,9 +253,11 @@ TEST(subnormal_v_keeps_the_answer) {
 }
 
 /* The GPU path's validation (a CUDA build; it reads no device memory):
- * softmax_scale beyond the kernel's FP32 sm and c0 = sm * log2(e), and for
- * the ExpCast methods beyond ~6.8e10 (every code bracket wrong), is refused
- * with SCORE_OVERFLOW.  A build without CUDA answers NOT_BUILT. */
+ * softmax_scale beyond the kernel's FP32 sm and c0 = sm * log2(e) is refused
+ * with SCORE_OVERFLOW, and so is one that breaks the score bracket for every
+ * input with a nonzero score: above ~6.8e10 for the ExpCast methods, above
+ * ~1.2e21 for the exp path (api.cu; sm_scale 1e30 gave NaN rows there).  A
+ * build without CUDA answers NOT_BUILT. */
 TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     static float dummy[4 * 128];
     vcattn_gpu_params p;
@@ -263,15 +265,24 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     vcattn_status ok = vcattn_gpu_params_validate(&p);
     if (ok == VCATTN_STATUS_NOT_BUILT) return;
     CHECK_STATUS(ok, VCATTN_STATUS_SUCCESS);
-    const vcattn_method ms[4] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
-                                 VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT};
-    for (int i = 0; i < 4; ++i) {
+    const vcattn_method ms[5] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
+                                 VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
+                                 VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
+    for (int i = 0; i < 5; ++i) {
         const int expcast = i >= 2;
         p.method = ms[i];
         p.softmax_scale = 1e3;
         CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SUCCESS);
-        p.softmax_scale = 1e30;
+        p.softmax_scale = 1e10;
+        CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SUCCESS);
+        p.softmax_scale = 1e12;
         CHECK_STATUS(vcattn_gpu_params_validate(&p), expcast ? VCATTN_STATUS_SCORE_OVERFLOW : VCATTN_STATUS_SUCCESS);
+        p.softmax_scale = 1e20;
+        CHECK_STATUS(vcattn_gpu_params_validate(&p), expcast ? VCATTN_STATUS_SCORE_OVERFLOW : VCATTN_STATUS_SUCCESS);
+        p.softmax_scale = 1e22;
+        CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SCORE_OVERFLOW);
+        p.softmax_scale = 1e30;
+        CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SCORE_OVERFLOW);
         p.softmax_scale = 1e38 * 3.0; /* finite double, beyond FP32 once times log2(e) */
         CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SCORE_OVERFLOW);
         p.softmax_scale = 1e300;
