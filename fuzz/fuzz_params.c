@@ -1148,6 +1148,7 @@ static void op_gpu(rd *r) {
     REQUIRE(s == VCATTN_STATUS_NOT_BUILT || s != VCATTN_STATUS_SUCCESS || vcattn_gpu_workspace_size(&g, &bytes) == VCATTN_STATUS_SUCCESS);
     check_status_string(vcattn_gpu_workspace_size(&g, &bytes));
     check_status_string(vcattn_gpu_workspace_layout(&g, &layout));
+    check_status_string(vcattn_gpu_output_status(&g, NULL, 0, NULL));
     REQUIRE(vcattn_gpu_params_validate(NULL) == VCATTN_STATUS_NULL_POINTER);
     vcattn_gpu_kmeans_params kp;
     vcattn_gpu_kmeans_params_init(&kp);

@@ -45,6 +45,8 @@ typedef enum vcattn_status {
     VCATTN_STATUS_SCORE_OVERFLOW,     /* finite inputs whose scaled scores overflow FP32 (the
                                          quantized paths compute them in FP32; the reference
                                          and the FP64 path: FP64): scale Q, K or sm_scale down */
+    VCATTN_STATUS_OUTPUT_NOT_FINITE,  /* the GPU kernel wrote a non-finite output or LSE for
+                                         finite inputs (vcattn_gpu_output_status) */
     VCATTN_STATUS_COUNT
 } vcattn_status;
 
@@ -543,6 +545,16 @@ vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *workspace,
 vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *workspace,
                                           size_t workspace_bytes, void *stream);
 
+/* Whether the last vcattn_gpu_attention on this workspace wrote only finite
+ * outputs (and LSE): OUTPUT_NOT_FINITE if any row came out NaN or Inf (finite
+ * inputs beyond the kernel's FP32 pipeline, which a launch cannot report),
+ * SUCCESS otherwise.  Synchronizes `stream` (one 4-byte copy): call it when
+ * the answer matters more than the overlap (the Python op does with
+ * strict=True); INVALID_ARGUMENT while `stream` is being captured into a
+ * CUDA graph (no synchronization possible there). */
+vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, const void *workspace,
+                                       size_t workspace_bytes, void *stream);
+
 /* Where the preprocessed operands live inside the workspace (byte offsets),
  * for tests that compare codes with a CPU implementation.  Layouts:
  *   q_codes  int8  (B*H, sq_pad, 128)        channels >= head_dim are 0
@@ -562,7 +574,9 @@ vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *work
 typedef struct vcattn_gpu_layout {
     int64_t sq_pad, skv_pad;
     size_t q_codes, q_scale, q_km, k_codes, k_scale, k_mean, k_partial, v_codes, v_scale,
-        v_mean, v_block_mean, v_amax, v_mean_tc, total;
+        v_mean, v_block_mean, v_amax, v_mean_tc,
+        output_flag, /* u32: zeroed by the preprocessing, set by the kernel (vcattn_gpu_output_status) */
+        total;
 } vcattn_gpu_layout;
 
 vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p, vcattn_gpu_layout *layout);

@@ -34,6 +34,12 @@ vcattn_status vcattn_gpu_attention(const vcattn_gpu_params *p, void *workspace, 
     return VCATTN_STATUS_NOT_BUILT;
 }
 
+vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, const void *workspace, size_t workspace_bytes,
+                                       void *stream) {
+    (void)p, (void)workspace, (void)workspace_bytes, (void)stream;
+    return VCATTN_STATUS_NOT_BUILT;
+}
+
 vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *workspace, size_t workspace_bytes,
                                     void *stream) {
     (void)p, (void)workspace, (void)workspace_bytes, (void)stream;

@@ -19,6 +19,8 @@ const char *vcattn_status_string(vcattn_status status) {
     case VCATTN_STATUS_NOT_BUILT: return "this build of vcattn has no CUDA support";
     case VCATTN_STATUS_SCORE_OVERFLOW:
         return "the scaled scores overflow float32 (finite inputs, but q.k * sm_scale or its scale factors are too large for the FP32 pipeline, or for FP64 in the reference): scale Q, K or sm_scale down";
+    case VCATTN_STATUS_OUTPUT_NOT_FINITE:
+        return "the GPU kernel wrote a non-finite output for finite inputs (scores or value scales beyond its FP32 pipeline: Q or K scaled up by ~1e3 and more, subnormal V; docs/method.md): use the CPU path, or scale the inputs into range";
     case VCATTN_STATUS_COUNT: break;
     }
     return "unknown status";

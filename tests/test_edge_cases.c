@@ -263,7 +263,11 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     vcattn_gpu_params p;
     vcattn_gpu_params_init(&p, 1, 1, 1, 1, 128, dummy, dummy, dummy, dummy);
     vcattn_status ok = vcattn_gpu_params_validate(&p);
+    /* the output-status query checks its arguments before touching a device */
+    CHECK(vcattn_gpu_output_status(NULL, dummy, sizeof dummy, NULL) ==
+          (ok == VCATTN_STATUS_NOT_BUILT ? VCATTN_STATUS_NOT_BUILT : VCATTN_STATUS_NULL_POINTER));
     if (ok == VCATTN_STATUS_NOT_BUILT) return;
+    CHECK_STATUS(vcattn_gpu_output_status(&p, NULL, 0, NULL), VCATTN_STATUS_NULL_POINTER);
     CHECK_STATUS(ok, VCATTN_STATUS_SUCCESS);
     const vcattn_method ms[5] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
                                  VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,

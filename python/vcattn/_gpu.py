@@ -119,10 +119,12 @@ def check_supported(method, v):
         raise Unsupported(f"the kernel reads bfloat16 or float16 V, got {v.dtype}")
 
 
-def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth=True):
+def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth=True, strict=False):
     """(out, lse or None) of the Hopper kernel; raise Unsupported for what it does not cover.
     perm: the (B,H,Skv) device permutation of a V-Smooth method, None = k-means on this V;
-    v_smooth=False runs the method without V-Smooth (the schedule turned it off)."""
+    v_smooth=False runs the method without V-Smooth (the schedule turned it off);
+    strict=True waits for the kernel and raises VcattnError(OUTPUT_NOT_FINITE) when a row came
+    out NaN or Inf (finite inputs beyond its FP32 pipeline; a launch cannot report that)."""
     import torch
 
     check_supported(method, v)
@@ -165,6 +167,11 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
     ws = _workspace(q.device, nbytes.value)
     stream = torch.cuda.current_stream(q.device).cuda_stream
     check(lib.vcattn_gpu_attention(ctypes.byref(p), ws.data_ptr(), nbytes.value, stream), "vcattn_gpu_attention")
+    if strict and not torch.cuda.is_current_stream_capturing():
+        # the launch cannot report rows that came out non-finite; with strict=True ask (one
+        # sync; not possible while a CUDA graph is being captured: such calls are not checked)
+        check(lib.vcattn_gpu_output_status(ctypes.byref(p), ws.data_ptr(), nbytes.value, stream),
+              "vcattn_gpu_output_status")
     if out.dtype != q.dtype:
         out = out.to(q.dtype)
     return out, lse

@@ -34,6 +34,7 @@ STATUS_NAMES = (
     "CUDA_ERROR",
     "NOT_BUILT",
     "SCORE_OVERFLOW",
+    "OUTPUT_NOT_FINITE",
 )
 STATUS = {name: code for code, name in enumerate(STATUS_NAMES)}
 
@@ -243,6 +244,7 @@ def _declare(h):
         "vcattn_gpu_device_check": (st, []),
         "vcattn_gpu_workspace_size": (st, [P(GpuParams), P(ctypes.c_size_t)]),
         "vcattn_gpu_attention": (st, [P(GpuParams), vp, ctypes.c_size_t, vp]),
+        "vcattn_gpu_output_status": (st, [P(GpuParams), vp, ctypes.c_size_t, vp]),
         "vcattn_gpu_kmeans_workspace_size": (st, [P(GpuKmeansParams), P(ctypes.c_size_t)]),
         "vcattn_gpu_kmeans": (st, [P(GpuKmeansParams), vp, ctypes.c_size_t, vp]),
     }

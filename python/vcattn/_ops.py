@@ -72,7 +72,7 @@ def _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict):
     (strict=True raises VcattnError instead: NOT_BUILT, or the status the kernel refused the
     call's values with)."""
     try:
-        return _gpu.attention(q, k, v, layout, scale, return_lse, method, perm, on)
+        return _gpu.attention(q, k, v, layout, scale, return_lse, method, perm, on, strict=strict)
     except _gpu.Unsupported as e:
         why, status = str(e), e.status
     if strict:

@@ -103,6 +103,7 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
     VC_CARVE(v_block_mean, BH * nkb * VC_GPU_DPAD * sizeof(float));
     VC_CARVE(v_amax, BH * 2 * VC_GPU_DPAD * sizeof(float));
     VC_CARVE(v_mean_tc, BH * nkb * VC_GPU_DPAD * 16);
+    VC_CARVE(output_flag, sizeof(unsigned));
 #undef VC_CARVE
     L->total = off;
     return VCATTN_STATUS_SUCCESS;
@@ -181,6 +182,9 @@ extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void 
     a.v_mean_tc = (uint4 *)(w + L.v_mean_tc);
     a.v_block_mean = (float *)(w + L.v_block_mean);
     a.v_amax = (float *)(w + L.v_amax);
+    /* the kernel's non-finite-output flag, fresh for this call (same stream: ordered) */
+    if (cudaMemsetAsync(w + L.output_flag, 0, sizeof(unsigned), (cudaStream_t)stream) != cudaSuccess)
+        return VCATTN_STATUS_CUDA_ERROR;
     cudaError_t e = vc_prep_launch(a, (int)(p->batch * p->heads), p->input_dtype == VCATTN_GPU_DTYPE_BF16,
                                    (cudaStream_t)stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
@@ -215,10 +219,32 @@ extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p,
     a.nkb = (int)(L.skv_pad / VC_BLOCK_K);
     a.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
     a.bm_descent = vc_blockmax_descent(a.nkb);
+    a.output_flag = (unsigned *)(w + L.output_flag);
     const int BH = (int)(p->batch * p->heads), mode = vc_mode_of(p->method);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
     cudaError_t e = vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
+}
+
+extern "C" vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, const void *ws, size_t ws_bytes,
+                                                  void *stream) {
+    vcattn_gpu_layout L;
+    vcattn_status s = vc_begin(p, (void *)ws, ws_bytes, &L);
+    if (s) return s;
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &cap) != cudaSuccess) {
+        cudaGetLastError();
+        return VCATTN_STATUS_CUDA_ERROR;
+    }
+    if (cap != cudaStreamCaptureStatusNone) return VCATTN_STATUS_INVALID_ARGUMENT; /* it must synchronize */
+    unsigned flag = 0;
+    if (cudaMemcpyAsync(&flag, (const uint8_t *)ws + L.output_flag, sizeof flag, cudaMemcpyDeviceToHost,
+                        (cudaStream_t)stream) != cudaSuccess ||
+        cudaStreamSynchronize((cudaStream_t)stream) != cudaSuccess) {
+        cudaGetLastError();
+        return VCATTN_STATUS_CUDA_ERROR;
+    }
+    return flag ? VCATTN_STATUS_OUTPUT_NOT_FINITE : VCATTN_STATUS_SUCCESS;
 }
 
 extern "C" vcattn_status vcattn_gpu_attention(const vcattn_gpu_params *p, void *ws, size_t ws_bytes, void *stream) {

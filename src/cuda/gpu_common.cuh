@@ -53,6 +53,7 @@ struct vc_attn_args {
     int H, Sq, Skv, D, sq_pad, skv_pad, nkb;
     float c0; /* (float)(softmax scale * log2 e) */
     float bm_descent; /* the block-max scale's fall per block, vc_blockmax_descent(nkb) */
+    unsigned *output_flag; /* set (atomicOr 1) when a row's output or LSE is not finite */
 };
 
 /* CPT = channels per lane (D / 32) of a row, loaded as CPT 16-bit values. */

@@ -1,6 +1,7 @@
 /* epilogue.cuh - a consumer thread's rows out: O / l times the V channel
  * scale, stored as BF16 or FP16 through the caller's strides; the LSE
- * (natural log, corrected for the K smoothing) when asked for. */
+ * (natural log, corrected for the K smoothing) when asked for; any
+ * non-finite value raises the call's output flag (vcattn_gpu_output_status). */
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -23,6 +24,7 @@ __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float
     }
     const int b = bh / a.H, h = bh % a.H;
     const float *vs = a.v_scale + (int64_t)bh * VC_GPU_DPAD;
+    bool finite = true; /* finite inputs beyond the FP32 pipeline: flagged, never silent */
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         const int row = row0 + 8 * hh;
@@ -36,6 +38,7 @@ __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float
             const float2 s2 = *reinterpret_cast<const float2 *>(vs + col);
             const float o0 = O[4 * j + 2 * hh] * inv_l * s2.x;
             const float o1 = O[4 * j + 2 * hh + 1] * inv_l * s2.y;
+            finite &= isfinite(o0) && isfinite(o1);
             if (__is_same(OutT, __nv_bfloat16))
                 *reinterpret_cast<__nv_bfloat162 *>(orow + col) = __floats2bfloat162_rn(o0, o1);
             else
@@ -45,8 +48,10 @@ __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float
             /* log2(P scale): the value of the row max's code */
             const float bias2 = MODE == VC_MODE_EXPCAST_TAIL ? VC_EXPCAST_TAIL_P_LOG2_SCALE : VC_MODE_IS_EXPCAST(MODE) ? 8.0f : 0.0f;
             const float lse2 = m[hh] + log2f(l[hh]) - bias2;
-            a.lse[(int64_t)bh * a.Sq + row] =
-                lse2 * 0.69314718055994531f + (a.q_km ? a.q_km[(int64_t)bh * a.Sq + row] : 0.0f);
+            const float lse = lse2 * 0.69314718055994531f + (a.q_km ? a.q_km[(int64_t)bh * a.Sq + row] : 0.0f);
+            finite &= isfinite(lse);
+            a.lse[(int64_t)bh * a.Sq + row] = lse;
         }
     }
+    if (!finite) atomicOr(a.output_flag, 1u);
 }
