@@ -34,6 +34,9 @@ mutations=(
   "blockmax_no_descent@src/numerics.h@s/return d < VC_BLOCKMAX_DESCENT \? d : VC_BLOCKMAX_DESCENT;/return 0.0f;/@block-max scale degenerates to the running max (d = 0)"
   "blockmax_unbounded_descent@src/numerics.h@s/return d < VC_BLOCKMAX_DESCENT \? d : VC_BLOCKMAX_DESCENT;/return VC_BLOCKMAX_DESCENT;/@block-max descent not bounded by 80 over the row"
   "blockmax_rule_ignored@src/simulate_tile.c@s/if \(cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX\) \{/if (0) {/@simulation ignores the block-max scale (running max)"
+  "pair_kept_without_alpha@src/simulate_tile.c@s/pend->kept\[q\] = \(float\)\(\(float\)alpha \* \(float\)pend->rprev\[q\]\);/pend->kept[q] = (float)pend->rprev[q];/@paired mean restore: the pair's first block misses the next block's alpha"
+  "pair_last_kept_dropped@src/simulate_tile.c@s/if \(c->restore_pairs && \(nblk & 1\) == 0\) \{/if (0) {/@paired mean restore: the last pair's first block never restored (even block counts)"
+  "pair_first_block_dropped@src/simulate_tile.c@s/acc\[d\] \+ \(s0 \* pend->mu_first\[d\] \+ s1/acc[d] + (0.0 * s0 * pend->mu_first[d] + s1/@paired mean restore: the pair's first block's mean term lost"
   "blockmax_scale_below_block_max@src/numerics.h@s/return fmaxf\(m_prev - descent, block_max\);/return m_prev - descent;/@block-max scale may sit below the block's max (codes above the top)"
   "npy_truncation_reason_wrong@src/npy.c@s/return npy_fail\(e, VCATTN_NPY_TRUNCATED,/return npy_fail(e, VCATTN_NPY_BAD_HEADER,/@.npy short data reported as a malformed header"
 )
