@@ -356,33 +356,27 @@ TILE_STEP void row_pv_fold(const sim_ctx *c, const tile_scratch *t, int64_t i, i
             for (int64_t d = 0; d < D; ++d) oe[d] += w * (double)er[d];
         }
     }
-    if (quad && c->restore_pairs) {
-        /* the mean terms ride in pairs (numerics.h, "the paired mean
-         * restore"): blocks kb-2 and kb-1 in block kb's accumulator for even
-         * kb >= 2, each quad partial FP16-split at this block's scale; block
-         * kb-2's partial was kept as alpha_{kb-1} r (float) one block ago */
-        if (pend->mu_first && (kb & 1) == 0) {
+    if (quad) {
+        /* the previous blocks' mean terms in this block's accumulator, each
+         * quad partial FP16-split at this block's scale.  Paired (numerics.h,
+         * "the paired mean restore"): blocks kb-2 and kb-1 for even kb >= 2,
+         * block kb-2's partial kept as alpha_{kb-1} r (float) one block ago.
+         * Single (plain ExpCast): block kb-1, every block. */
+        const int pairs = c->restore_pairs;
+        if (pairs ? pend->mu_first && (kb & 1) == 0 : pend->mu_second != NULL) {
             double s0 = 0.0, s1 = 0.0;
             for (int q = 0; q < 4; ++q) {
-                s0 += vc_rowsum_f16_split((float)alpha * pend->kept[q]);
+                if (pairs) s0 += vc_rowsum_f16_split((float)alpha * pend->kept[q]);
                 s1 += vc_rowsum_f16_split((float)((float)alpha * (float)pend->rprev[q]));
             }
-            for (int64_t d = 0; d < D; ++d) acc[d] = R(c, acc[d] + (s0 * pend->mu_first[d] + s1 * pend->mu_second[d]));
+            for (int64_t d = 0; d < D; ++d)
+                acc[d] = pairs ? R(c, acc[d] + (s0 * pend->mu_first[d] + s1 * pend->mu_second[d]))
+                               : R(c, acc[d] + s1 * pend->mu_second[d]);
         }
         for (int64_t d = 0; d < D; ++d) o[d] = R(c, alpha * o[d] + acc[d]);
-        /* block kb-1 opens the next pair when kb is odd: keep alpha_kb r */
-        if (kb & 1)
+        /* paired: block kb-1 opens the next pair when kb is odd: keep alpha_kb r */
+        if (pairs && (kb & 1))
             for (int q = 0; q < 4; ++q) pend->kept[q] = (float)((float)alpha * (float)pend->rprev[q]);
-        for (int q = 0; q < 4; ++q) pend->rprev[q] = rt[q];
-    } else if (quad) {
-        /* one block at a time (plain ExpCast): the previous block's mean
-         * term, scaled by this block's alpha, in this block's accumulator */
-        if (pend->mu_second) {
-            double sr = 0.0;
-            for (int q = 0; q < 4; ++q) sr += vc_rowsum_f16_split((float)((float)alpha * (float)pend->rprev[q]));
-            for (int64_t d = 0; d < D; ++d) acc[d] = R(c, acc[d] + sr * pend->mu_second[d]);
-        }
-        for (int64_t d = 0; d < D; ++d) o[d] = R(c, alpha * o[d] + acc[d]);
         for (int q = 0; q < 4; ++q) pend->rprev[q] = rt[q];
     } else {
         for (int64_t d = 0; d < D; ++d) o[d] = R(c, R(c, alpha * o[d] + R(c, acc[d])) + r * mu[d]);

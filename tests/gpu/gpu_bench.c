@@ -21,6 +21,21 @@ static int cmp_float(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+static float time_median(int iters, float *t) {
+    qsort(t, (size_t)iters, sizeof(float), cmp_float);
+    return t[iters / 2];
+}
+
+/* Milliseconds from e0 (recorded on the default stream before the timed work)
+ * to now on that stream: records e1 and waits for it. */
+static float ms_since(cudaEvent_t e0, cudaEvent_t e1) {
+    float ms;
+    CK(cudaEventRecord(e1, 0));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms;
+}
+
 static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
     shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1};
     /* random inputs made on the GPU side in bulk would be faster; host randn is fine here */
@@ -44,29 +59,17 @@ static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, i
         for (int it = -2; it < iters; ++it) {
             CK(cudaEventRecord(e0, 0));
             VK(vcattn_gpu_preprocess(&p, ws, wsb, NULL));
-            CK(cudaEventRecord(e1, 0));
-            CK(cudaEventSynchronize(e1));
-            float ms_prep;
-            CK(cudaEventElapsedTime(&ms_prep, e0, e1));
+            const float ms_prep = ms_since(e0, e1);
             CK(cudaEventRecord(e0, 0));
             VK(vcattn_gpu_attention_kernel(&p, ws, wsb, NULL));
-            CK(cudaEventRecord(e1, 0));
-            CK(cudaEventSynchronize(e1));
-            float ms_k;
-            CK(cudaEventElapsedTime(&ms_k, e0, e1));
+            const float ms_k = ms_since(e0, e1);
             CK(cudaEventRecord(e0, 0));
             VK(vcattn_gpu_attention(&p, ws, wsb, NULL));
-            CK(cudaEventRecord(e1, 0));
-            CK(cudaEventSynchronize(e1));
-            float ms_f;
-            CK(cudaEventElapsedTime(&ms_f, e0, e1));
+            const float ms_f = ms_since(e0, e1);
             if (it >= 0) { t_full[it] = ms_f; t_kern[it] = ms_k; t_prep[it] = ms_prep; }
         }
         CK(cudaGetLastError());
-        qsort(t_full, (size_t)iters, sizeof(float), cmp_float);
-        qsort(t_kern, (size_t)iters, sizeof(float), cmp_float);
-        qsort(t_prep, (size_t)iters, sizeof(float), cmp_float);
-        float mf = t_full[iters / 2], mk = t_kern[iters / 2], mp = t_prep[iters / 2];
+        const float mf = time_median(iters, t_full), mk = time_median(iters, t_kern), mp = time_median(iters, t_prep);
         /* bytes the preprocessing must move: read Q, K twice, V twice; write codes */
         double pbytes = 2.0 * nq + 2.0 * 2 * nk + 2.0 * 2 * nk + (double)nq + 2.0 * nk;
         printf("BENCH %-21s (%lld,%lld,%lld,%lld,%lld) full %.3f ms (%.0f TFLOP/s) kernel %.3f ms (%.0f TFLOP/s) prep %.3f ms (%.0f GB/s)\n",
@@ -89,11 +92,6 @@ static void prep_pass_bytes(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64
     by[3] = in_k + (vsmooth ? BH * nkb * 128 * 4 : 0);                        /* V: block means */
     by[4] = in_k + BH * 128 * skp + BH * 128 * 4 +                            /* V^T codes, scales */
             (vsmooth ? BH * nkb * 128 * (4 + 4 + 16) : 0); /* block means in, FP16 means x2 out */
-}
-
-static float time_median(int iters, float *t) {
-    qsort(t, (size_t)iters, sizeof(float), cmp_float);
-    return t[iters / 2];
 }
 
 static int run_prepbench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
@@ -124,9 +122,8 @@ static int run_prepbench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t 
     for (int it = -2; it < iters; ++it) {
         CK(cudaEventRecord(e0, 0));
         CK(cudaMemcpyAsync(in.dout, in.dq, (size_t)cbytes, cudaMemcpyDeviceToDevice, 0));
-        CK(cudaEventRecord(e1, 0));
-        CK(cudaEventSynchronize(e1));
-        if (it >= 0) CK(cudaEventElapsedTime(&t[it], e0, e1));
+        const float ms = ms_since(e0, e1);
+        if (it >= 0) t[it] = ms;
     }
     float mc = time_median(iters, t);
     double copy_gbs = 2 * cbytes / mc * 1e-6;
@@ -159,9 +156,8 @@ static int run_prepbench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t 
                 for (int it = -2; it < iters; ++it) {
                     CK(cudaEventRecord(e0, 0));
                     VK(vcattn_gpu_preprocess(&p, ws, wsb, NULL));
-                    CK(cudaEventRecord(e1, 0));
-                    CK(cudaEventSynchronize(e1));
-                    if (it >= 0) CK(cudaEventElapsedTime(&t[it], e0, e1));
+                    const float ms = ms_since(e0, e1);
+                    if (it >= 0) t[it] = ms;
                 }
                 float ms = time_median(iters, t);
                 if (ps < 0) {

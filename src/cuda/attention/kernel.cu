@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
         fence_mbarrier_init();
     }
     if (kVs) vc_att_restore_init(sV, sMU, tid);
-    if (kVs && vc_att_pairs<MODE>()) vc_att_keep_init(smem, tid);
+    if (vc_att_pairs<MODE>()) vc_att_keep_init(smem, tid);
     fence_proxy_async_shared();
     __syncthreads();
 
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     }
 
     const vc_att_descs d = {wgmma_desc_sw128(sQ + cw * 8192), wgmma_desc_sw128(sK), wgmma_desc_sw128(sV),
-                            wgmma_desc_noswizzle(sMU, 0, 128)}; /* K step (LBO): vc_att_issue_restore */
+                            wgmma_desc_noswizzle(sMU, vc_att_pairs<MODE>() ? VC_ATT_MU_SLOT : 0, 128)}; /* K step: restore.cuh */
     mbarrier_wait(b.q_full, 0);
     if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, 256); /* WG1 goes first */
 

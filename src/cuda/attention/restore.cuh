@@ -55,20 +55,20 @@ __device__ __forceinline__ void vc_att_keep_init(uint8_t *smem, int tid) {
  * rule is the same: simulate_tile.c, restore_pairs). */
 template <int MODE>
 __device__ __forceinline__ constexpr bool vc_att_pairs() {
-    return MODE != VC_MODE_EXPCAST;
+    return MODE != VC_MODE_SAGE2 && MODE != VC_MODE_EXPCAST; /* sage2: no restore at all */
 }
 
 /* acc += (c r) mu^T: K-major, no swizzle, channel n's 16 bytes at 16 n (SBO
  * 128 B per 8 channels).  Paired: the blocks whose means sit in slots mst,
  * mst + 1 (mst even), issued in turns kb = 3, 5, 7, ... (issue != 0), the
- * second core matrix along K (columns 8..15 of A) one slot further (LBO).
- * Single: the block in slot mst, every turn, the second core matrix along K
- * (zero in A) re-reading the first (LBO 0).  N = 136 as the P V (one
+ * second core matrix along K (columns 8..15 of A) one slot further (the
+ * descriptor's LBO, set in kernel.cu).  Single: the block in slot mst, every
+ * turn, the second core matrix along K (zero in A) re-reading the first (LBO 0).  N = 136 as the P V (one
  * accumulator shape): rows 128..135 of B are the zero rows after the means,
  * so the r columns stay untouched. */
 template <bool PAIRS>
 __device__ __forceinline__ void vc_att_issue_restore(vc_att_consumer &cs, uint64_t desc_mu0, unsigned mst, int issue) {
-    const uint64_t desc = desc_mu0 + mst * (VC_ATT_MU_SLOT >> 4) + (PAIRS ? (uint64_t)(VC_ATT_MU_SLOT >> 4) << 16 : 0);
+    const uint64_t desc = desc_mu0 + mst * (VC_ATT_MU_SLOT >> 4);
     if (PAIRS)
         wgmma_m64n136k16_f32_f16_rs_if(cs.acc, cs.RA, desc, 1, issue);
     else

@@ -34,6 +34,15 @@ __device__ __forceinline__ void vc_unpack8(const uint4 &u, float (&x)[8]) {
     vc_unpack2<T>(u.w, x[6], x[7]);
 }
 
+/* s[e] += the 8 values of u, in FP64 (the K and V means' per-thread partial sums). */
+template <typename T>
+__device__ __forceinline__ void vc_sum8_add(const uint4 &u, double (&s)[8]) {
+    float x[8];
+    vc_unpack8<T>(u, x);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s[e] += (double)x[e];
+}
+
 /* The 8 per-channel partial sums of a thread, summed over the warp's rows (the lanes with
  * the same lane % LPR hold the same channels) and stored by the first row's lanes into
  * their warp's row of a [warp][e * LPR + m] table (conflict-free). */

@@ -39,12 +39,7 @@ __global__ void __launch_bounds__(256) vc_k_mean_partial_v(const __grid_constant
             u[i] = j + i * R < j1 ? vc_ld16(base + (int64_t)(j + i * R) * a.k_stride[2]) : make_uint4(0, 0, 0, 0);
 #pragma unroll
         for (int i = 0; i < U; ++i) {
-            if (j + i * R < j1) {
-                float x[8];
-                vc_unpack8<T>(u[i], x);
-#pragma unroll
-                for (int e = 0; e < 8; ++e) s[e] += (double)x[e];
-            }
+            if (j + i * R < j1) vc_sum8_add<T>(u[i], s);
         }
     }
     vc_rows_sum8_store<LPR>(s, part[warp], m, hh);
@@ -253,12 +248,7 @@ __global__ void __launch_bounds__(128, 4) vc_v_stats_v(const __grid_constant__ v
             for (int e = 0; e < 8; ++e) s[e] = 0.0;
 #pragma unroll
             for (int i = 0; i < NL; ++i) {
-                if (tok[i] >= 0) {
-                    float x[8];
-                    vc_unpack8<T>(u[i], x);
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) s[e] += (double)x[e];
-                }
+                if (tok[i] >= 0) vc_sum8_add<T>(u[i], s);
             }
             vc_rows_sum8_store<LPR>(s, dsum[warp], m, hh);
             __syncthreads();
