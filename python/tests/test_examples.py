@@ -56,5 +56,9 @@ def run_torchrun(name, nproc, *args, timeout=120):
                VCATTN_LIBRARY=vcattn.library_info()["path"], OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                         str(EXAMPLES / name), *args], env=env, capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    # torchrun's own traceback fills the tail of stderr; the failing rank's message comes earlier
+    cause = [ln for ln in r.stderr.splitlines()
+             if any(w in ln for w in ("terminate called", "what():", "Error", "error:", "Traceback"))]
+    assert r.returncode == 0, (r.stdout[-2000:] + "\n-- rank messages:\n" + "\n".join(cause[:20]) +
+                               "\n-- stderr tail:\n" + r.stderr[-2000:])
     return r.stdout
