@@ -80,18 +80,13 @@ def kmeans(v, layout, clusters, iterations, seed, init=None):
         raise Unsupported(f"the GPU k-means reads bfloat16 or float16 V, got {v.dtype}")
     v = v if _usable(v) else v.contiguous()
     b, h, s, d = _shape(v, layout)
-    kp = _lib.GpuKmeansParams()
-    kp.batch, kp.heads, kp.seq, kp.head_dim = b, h, s, d
-    kp.dtype = _DTYPE_BF16 if v.dtype == torch.bfloat16 else _DTYPE_FP16
-    kp.v = v.data_ptr()
-    kp.v_stride[:] = _bhsd_strides(v, layout)
-    kp.clusters, kp.iterations, kp.seed = clusters, iterations, seed
     perm = torch.empty((b, h, s), dtype=torch.int32, device=v.device)
     cent = torch.empty((b, h, clusters, d), dtype=torch.float32, device=v.device)
     if init is not None and tuple(init.shape) == (b, h, clusters, d) and init.device == v.device:
         init = init.to(torch.float32).contiguous()
-        kp.init_centroids = init.data_ptr()
-    kp.centroids, kp.perm = cent.data_ptr(), perm.data_ptr()
+    else:
+        init = None
+    kp = kmeans_params(v, layout, clusters, iterations, seed, perm, cent, init)
     nbytes = ctypes.c_size_t()
     st = lib.vcattn_gpu_kmeans_workspace_size(ctypes.byref(kp), ctypes.byref(nbytes))
     if st != 0:
@@ -100,6 +95,45 @@ def kmeans(v, layout, clusters, iterations, seed, init=None):
     stream = torch.cuda.current_stream(v.device).cuda_stream
     check(lib.vcattn_gpu_kmeans(ctypes.byref(kp), ws.data_ptr(), nbytes.value, stream), "vcattn_gpu_kmeans")
     return perm, cent
+
+
+def launch_params(q, k, v, out, layout, method, sm_scale, perm=None, lse=None):
+    """The kernel's vcattn_gpu_params for these operands (already of the kernel's dtype and
+    usable strides): shapes and (batch, head, seq) element strides read in `layout`, the
+    pointers, the method.  Host-only (no launch), so the CPU tests check it on CPU tensors."""
+    import torch
+
+    b, h, sq, d = _shape(q, layout)
+    p = _lib.GpuParams()
+    p.batch, p.heads, p.seq_q, p.seq_kv, p.head_dim = b, h, sq, _shape(k, layout)[2], d
+    p.method = method_id(method)
+    p.softmax_scale = 0.0 if sm_scale is None else float(sm_scale)
+    p.input_dtype = p.output_dtype = _DTYPE_BF16 if v.dtype == torch.bfloat16 else _DTYPE_FP16
+    p.q, p.k, p.v, p.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr()
+    p.q_stride[:] = _bhsd_strides(q, layout)
+    p.k_stride[:] = _bhsd_strides(k, layout)
+    p.v_stride[:] = _bhsd_strides(v, layout)
+    p.o_stride[:] = _bhsd_strides(out, layout)
+    p.perm = None if perm is None else perm.data_ptr()
+    p.lse = None if lse is None else lse.data_ptr()
+    return p
+
+
+def kmeans_params(v, layout, clusters, iterations, seed, perm, cent, init=None):
+    """The GPU k-means' vcattn_gpu_kmeans_params for this V (host-only, like launch_params)."""
+    import torch
+
+    b, h, s, d = _shape(v, layout)
+    kp = _lib.GpuKmeansParams()
+    kp.batch, kp.heads, kp.seq, kp.head_dim = b, h, s, d
+    kp.dtype = _DTYPE_BF16 if v.dtype == torch.bfloat16 else _DTYPE_FP16
+    kp.v = v.data_ptr()
+    kp.v_stride[:] = _bhsd_strides(v, layout)
+    kp.clusters, kp.iterations, kp.seed = clusters, iterations, seed
+    if init is not None:
+        kp.init_centroids = init.data_ptr()
+    kp.centroids, kp.perm = cent.data_ptr(), perm.data_ptr()
+    return kp
 
 
 def grouping(plan, v, layout):
@@ -131,7 +165,6 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
     if not (q.device == k.device == v.device):
         raise ValueError("vcattn: q, k and v must be on the same device")
     b, h, sq, d = _shape(q, layout)
-    skv = _shape(k, layout)[2]
     if d not in (64, 128):
         raise Unsupported(f"head_dim {d} (the kernel supports 64 and 128)")
     dt = v.dtype
@@ -148,18 +181,7 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
         perm = None
     out = torch.empty(qq.shape, dtype=dt, device=q.device)
     lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device) if return_lse else None
-    p = _lib.GpuParams()
-    p.batch, p.heads, p.seq_q, p.seq_kv, p.head_dim = b, h, sq, skv, d
-    p.method = method_id(method)
-    p.softmax_scale = 0.0 if sm_scale is None else float(sm_scale)
-    p.input_dtype = p.output_dtype = _DTYPE_BF16 if dt == torch.bfloat16 else _DTYPE_FP16
-    p.q, p.k, p.v, p.o = qq.data_ptr(), kk.data_ptr(), vv.data_ptr(), out.data_ptr()
-    p.q_stride[:] = _bhsd_strides(qq, layout)
-    p.k_stride[:] = _bhsd_strides(kk, layout)
-    p.v_stride[:] = _bhsd_strides(vv, layout)
-    p.o_stride[:] = _bhsd_strides(out, layout)
-    p.perm = None if perm is None else perm.data_ptr()
-    p.lse = None if lse is None else lse.data_ptr()
+    p = launch_params(qq, kk, vv, out, layout, method, sm_scale, perm, lse)
     nbytes = ctypes.c_size_t()
     st = lib.vcattn_gpu_workspace_size(ctypes.byref(p), ctypes.byref(nbytes))
     if st != 0:
