@@ -4,7 +4,8 @@
 # Copies the tree (tracked and untracked-but-not-ignored files) to a scratch
 # directory, builds it once (CPU only, Release), checks that ctest passes,
 # then for each mutation below: applies it (a sed on one file), rebuilds,
-# runs ctest, restores the file.  A mutation is "caught" when ctest fails.
+# runs ctest (for a file under python/: the Python tests, on the CPU), restores
+# the file.  A mutation is "caught" when the tests fail.
 # A sed that does not change its file is reported as "NOT APPLIED" (the
 # source moved on: fix the pattern).
 #
@@ -80,6 +81,14 @@ mutations=(
   "rows_unsorted_accepted@src/params.c@s/\(i > 0 \&\& rows\[i\] <= rows\[i - 1\]\)/(i > 0 \&\& rows[i] < rows[i - 1])/@sampled rows may repeat"
   "strided_rows_off@src/params.c@s/rows\[i\] = i \* seq_q \/ n_rows;/rows[i] = (i * seq_q + n_rows - 1) \/ n_rows;/@strided rows rounded up (the last may pass seq_q - 1 differently)"
   "softmax_scale_default_dim@src/params.c@s/1\.0 \/ sqrt\(\(double\)p->head_dim\)/1.0 \/ (double)p->head_dim/@default softmax scale 1\/D instead of 1\/sqrt(D)"
+  # Python (a mutation under python/ runs the Python tests on the CPU instead of ctest)
+  "py_gpu_nhd_strides@python/vcattn/_gpu.py@s/return \(s\[0\], s\[1\], s\[2\]\) if layout == \"HND\" else \(s\[0\], s\[2\], s\[1\]\)/return (s[0], s[1], s[2])/@CUDA path reads NHD tensors with HND strides"
+  "py_gpu_v_with_k_strides@python/vcattn/_gpu.py@s/p\.v_stride\[:\] = _bhsd_strides\(v, layout\)/p.v_stride[:] = _bhsd_strides(k, layout)/@CUDA path gives V K's strides"
+  "py_gpu_o_with_q_strides@python/vcattn/_gpu.py@s/p\.o_stride\[:\] = _bhsd_strides\(out, layout\)/p.o_stride[:] = _bhsd_strides(q, layout)/@CUDA path writes O with Q's strides"
+  "py_cpu_nhd_axes@python/vcattn/_tensors.py@s/_AXES = \{\"HND\": \(0, 1, 2\), \"NHD\": \(0, 2, 1\)\}/_AXES = {\"HND\": (0, 1, 2), \"NHD\": (0, 1, 2)}/@CPU path reads NHD as HND"
+  "py_merge_weights_swapped@python/vcattn/core.py@s/a1, a2 = w1 \/ tot, w2 \/ tot/a1, a2 = w2 \/ tot, w1 \/ tot/@merge_attention weighs each part by the other's LSE"
+  "py_merge_empty_rows_nan@python/vcattn/core.py@s/tot = np\.where\(tot > 0, tot, 1\.0\)/tot = tot/@merge_attention: rows with no keys on either side give 0\/0"
+  "py_ring_seq_axis_hnd@python/vcattn/parallel.py@s/return 2 if layout == \"HND\" else 1/return 2/@sequence parallel splits NHD tensors along heads"
 )
 
 log() { printf '%s\n' "$*" >&2; }
@@ -111,6 +120,15 @@ for m in "${mutations[@]}"; do
     sed -E -i "$expr" "$file"
     if cmp -s "$file" "$file.orig"; then
         result="NOT APPLIED"; skipped=$((skipped + 1))
+    elif [[ "$file" == python/* ]]; then
+        # the package over the baseline library, on the CPU (torch tests run where torch is)
+        if VCATTN_LIBRARY=../build/libvcattn.so python3 -m pytest python/tests -q -x -p no:cacheprovider \
+                >"../$name.pytest.log" 2>&1; then
+            result="MISSED"; missed=$((missed + 1))
+        else
+            result="caught by: $(grep -m3 -E '^FAILED|^ERROR' "../$name.pytest.log" | awk '{print $2}' | tr '\n' ' ')"
+            caught=$((caught + 1))
+        fi
     elif ! cmake --build ../build -j "$jobs" >"../$name.build.log" 2>&1; then
         result="caught (build)"; caught=$((caught + 1))
     elif ctest --test-dir ../build --output-on-failure >"../$name.ctest.log" 2>&1; then
