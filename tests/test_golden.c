@@ -269,9 +269,19 @@ static void golden_methods(const char *tag, int64_t B, int64_t H, int64_t Sq, in
     const int64_t no = B * H * Sq * D;
     float *o = (float *)malloc(sizeof(float) * (size_t)no), *pqv = (float *)malloc(sizeof(float) * (size_t)no);
     float *lse = (float *)malloc(sizeof(float) * (size_t)(B * H * Sq));
-    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+    /* the shipped methods, then two configs a caller can build: ExpCast's P (plain and
+     * tail) with l from the FP32 exponentials instead of the quantized P (the P scale's
+     * value then enters l) */
+    for (int m = 0; m < VCATTN_METHOD_COUNT + 2; ++m) {
         vcattn_method_config cfg;
-        CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
+        const int custom = m >= VCATTN_METHOD_COUNT;
+        const vcattn_method base = !custom ? (vcattn_method)m
+                                   : m == VCATTN_METHOD_COUNT ? VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT
+                                                              : VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT;
+        CHECK_STATUS(vcattn_method_config_get(base, &cfg), VCATTN_STATUS_SUCCESS);
+        if (custom) cfg.rowsum_from_quantized_p = 0;
+        const char *mname = !custom ? vcattn_method_name(base)
+                            : m == VCATTN_METHOD_COUNT ? "expcast-fp32-rowsum" : "expcast-tail-fp32-rowsum";
         vcattn_attention_params p;
         vcattn_attention_params_init(&p, B, H, Sq, Skv, D, pr.q, pr.k, pr.v, o);
         p.lse = lse;
@@ -282,11 +292,11 @@ static void golden_methods(const char *tag, int64_t B, int64_t H, int64_t Sq, in
         fnv_floats(&out, o, no);
         fnv_floats(&l, lse, B * H * Sq);
         fnv_floats(&e, pqv, no);
-        snprintf(name, sizeof name, "%s_%s_out", tag, vcattn_method_name((vcattn_method)m));
+        snprintf(name, sizeof name, "%s_%s_out", tag, mname);
         check_golden(name, out.h);
-        snprintf(name, sizeof name, "%s_%s_lse", tag, vcattn_method_name((vcattn_method)m));
+        snprintf(name, sizeof name, "%s_%s_lse", tag, mname);
         check_golden(name, l.h);
-        snprintf(name, sizeof name, "%s_%s_pqv", tag, vcattn_method_name((vcattn_method)m));
+        snprintf(name, sizeof name, "%s_%s_pqv", tag, mname);
         check_golden(name, e.h);
     }
     free(o);
@@ -307,3 +317,21 @@ TEST(golden_methods_even_blocks_d64) { golden_methods("even64", 2, 1, 64, 500, 6
 /* Sharp rows (Q x 8: ExpCast's scale a = 8 c above 2^-7, where the bracket is
  * evaluated from the FP32 score, numerics.h vc_expcast_bracket_direct). */
 TEST(golden_methods_sharp_rows) { golden_methods("sharp64", 1, 1, 64, 256, 64, 10.0f, 0x5EA4Bull); }
+
+/* The planner on V with repeated tokens (a static background repeats its rows
+ * exactly): initial centroids coincide and distances tie, so the tie rule
+ * (the lowest centroid index wins) decides labels. */
+TEST(golden_plan_with_ties) {
+    const int64_t S = 400, D = 64, period = 37;
+    fixed_problem pr = fixed_problem_make(1, 1, 1, S, D, 1.0f, 0x7135ull);
+    for (int64_t j = period; j < S; ++j) memcpy(pr.v + j * D, pr.v + (j % period) * D, sizeof(float) * (size_t)D);
+    fnv f = {0xCBF29CE484222325ull};
+    int32_t *perm = fixed_plan(&pr, &f);
+    check_golden("ties_plan", f.h);
+    free(perm);
+    fixed_problem_free(&pr);
+}
+
+/* Wide rows (Q x 3 at head_dim 128: scores ~6 octaves apart): most keys far
+ * below the row max, P's underflow cut and its subnormal codes in play. */
+TEST(golden_methods_wide_rows) { golden_methods("wide128", 1, 1, 128, 384, 128, 3.0f, 0x31DEull); }
