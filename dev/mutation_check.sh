@@ -9,7 +9,8 @@
 # A sed that does not change its file is reported as "NOT APPLIED" (the
 # source moved on: fix the pattern).  Equivalent mutations (no input can see
 # them) are left out: e.g. rounding a 16-key sum of E4M3 P values to FP32,
-# which is always exact (2^-9 .. 2^12 spans 22 bits).
+# which is always exact (2^-9 .. 2^12 spans 22 bits), or Q groups laid over
+# 128 rows (blk * 32 + (r / 16) * 8 is (row / 16) * 8 for any 64-row block).
 #
 #   dev/mutation_check.sh            all mutations
 #   dev/mutation_check.sh NAME...    only those
@@ -90,7 +91,6 @@ mutations=(
   "sim_sage3_offset_as_sage2@src/simulate.c@s/: config->p_format == VCATTN_P_FORMAT_NVFP4 \? VC_SAGE3_P_LOG2_OFFSET/: config->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE2_P_LOG2_OFFSET/@SageAttention3's P offset taken from SageAttention2"
   "sim_blockmax_with_tail_accepted@src/simulate.c@s/        cfg->p_format != VCATTN_P_FORMAT_EXPCAST\)/        cfg->p_format != VCATTN_P_FORMAT_EXPCAST \&\& cfg->p_format != VCATTN_P_FORMAT_EXPCAST_TAIL)/@block-max scale accepted with the tail line (codes up to 448 break its descent bound)"
   "sim_q_smooth_mean_over_valid_rows@src/simulate_operands.c@s/qm\[d\] = \(float\)\(s \/ VC_TILE_Q\);/qm[d] = (float)(s \/ rows);/@Q smoothing mean of a short tile over its valid rows (the kernel averages the zero-padded 128)"
-  "q_groups_per_128_rows@src/simulate_internal.h@s/int64_t blk = row_in_tile \/ 64, r = row_in_tile % 64;/int64_t blk = row_in_tile \/ 128, r = row_in_tile % 128;/@SageAttention2 Q groups laid over 128 rows instead of 64"
   "metrics_peak_from_output@src/metrics.c@s/if \(fabs\(r\) > peak\) peak = fabs\(r\);/if (fabs(o) > peak) peak = fabs(o);/@PSNR peak taken from the output instead of the reference"
   "budget_share_swapped@src/metrics.c@s/val2 \/ \(val2 \+ prob2\)/prob2 \/ (val2 + prob2)/@error budget's value share is the probability share"
   "schedule_keep_demean_default_off@src/schedule.c@s/s->keep_demean_after_window = 1;/s->keep_demean_after_window = 0;/@schedule default turns V-Smooth off after the window"

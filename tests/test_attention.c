@@ -424,6 +424,18 @@ TEST(attention_rejects_bad_input) {
     CHECK_STATUS(vcattn_method_from_name("sage4", &m), VCATTN_STATUS_INVALID_ARGUMENT);
     CHECK(vcattn_method_name(VCATTN_METHOD_COUNT) == NULL);
     CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_COUNT, &cfg), VCATTN_STATUS_INVALID_ARGUMENT);
+    /* the block-max P scale only with E4M3 or plain ExpCast P: the tail line's codes reach
+     * 448, past what its descent bound allows in the FP16 restore (numerics.h) */
+    pr.q[3] = 0.5f;
+    vcattn_method_config bm;
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, &bm), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_simulate_attention(&p, &bm, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    bm.p_format = VCATTN_P_FORMAT_EXPCAST_TAIL;
+    CHECK_STATUS(vcattn_simulate_attention(&p, &bm, NULL, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
+    bm.p_format = VCATTN_P_FORMAT_NVFP4;
+    CHECK_STATUS(vcattn_simulate_attention(&p, &bm, NULL, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
+    bm.p_format = VCATTN_P_FORMAT_E4M3;
+    CHECK_STATUS(vcattn_simulate_attention(&p, &bm, NULL, NULL), VCATTN_STATUS_SUCCESS);
     /* metrics */
     vcattn_fidelity f;
     CHECK_STATUS(vcattn_fidelity_compare(pr.o, NULL, 4, &f), VCATTN_STATUS_NULL_POINTER);

@@ -81,9 +81,32 @@ TEST(plan_reuses_and_warm_starts) {
     CHECK_STATUS(vcattn_block_energy_share(v, B, H, S, D, vs, p1, S, &warm), VCATTN_STATUS_SUCCESS);
     CHECK_MSG(cold > seq && warm > seq, "clustered %g / warm %g vs sequence %g", cold, warm, seq);
     vcattn_plan_destroy(twin);
-    /* layer 1 is independent */
+    /* layer 1 is independent: nothing until grouped, then its own V's plan (the same
+     * permutation vcattn_vsmooth_plan gives), while layer 0 keeps its own */
     CHECK_STATUS(vcattn_plan_permutation(plan, 1, &perm), VCATTN_STATUS_SUCCESS);
     CHECK(perm == NULL);
+    float *v1 = (float *)malloc(sizeof(float) * (size_t)(B * H * S * D));
+    for (int64_t i = 0; i < B * H * S * D; ++i) v1[i] = (float)test_rng_normal(&rng) + (float)(i / D % 3);
+    int32_t *want1 = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * H * S));
+    int32_t *keep0 = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * H * S));
+    memcpy(keep0, p1, sizeof(int32_t) * (size_t)(B * H * S));
+    vcattn_kmeans_params km;
+    vcattn_kmeans_params_init(&km);
+    km.clusters = 8;
+    km.iterations = 4;
+    km.seed = 21;
+    CHECK_STATUS(vcattn_vsmooth_plan(v1, B, H, S, D, vs, &km, want1, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_plan_update(plan, 1, v1, vs, 4, 21, 0), VCATTN_STATUS_SUCCESS);
+    const int32_t *l0 = NULL, *l1 = NULL;
+    CHECK_STATUS(vcattn_plan_permutation(plan, 0, &l0), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_plan_permutation(plan, 1, &l1), VCATTN_STATUS_SUCCESS);
+    CHECK(l0 && l1 && l0 != l1);
+    CHECK(l1 && memcmp(l1, want1, sizeof(int32_t) * (size_t)(B * H * S)) == 0);
+    CHECK(l0 && memcmp(l0, keep0, sizeof(int32_t) * (size_t)(B * H * S)) == 0);
+    CHECK(l0 && l1 && memcmp(l0, l1, sizeof(int32_t) * (size_t)(B * H * S)) != 0);
+    free(v1);
+    free(want1);
+    free(keep0);
     size_t bytes = 0;
     CHECK_STATUS(vcattn_plan_memory_bytes(plan, &bytes), VCATTN_STATUS_SUCCESS);
     CHECK(bytes >= (size_t)(L * B * H * S * 4 + L * B * H * 8 * D * 4));
