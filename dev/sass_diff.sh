@@ -5,7 +5,7 @@
 # Needs cuobjdump + nvdisasm on the PATH (the device has them; here they come
 # from the PyPI wheels nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm).
 set -euo pipefail
-dump() { cuobjdump -sass "$1" | grep -E "^\s+/\*[0-9a-f]{4}\*/" | sed 's#/\*[0-9a-f]*\*/##; s#;.*##; s/^\s*//'; }
+dump() { cuobjdump -sass "$1" | grep -E "^\s+/\*[0-9a-f]{4,}\*/" | sed 's#/\*[0-9a-f]*\*/##; s#;.*##; s/^\s*//'; }
 a=$(mktemp); b=$(mktemp)
 dump "$1" > "$a"; dump "$2" > "$b"
 echo "instructions: $(wc -l < "$a") vs $(wc -l < "$b")"
