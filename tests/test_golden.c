@@ -64,18 +64,11 @@ static void check_golden(const char *name, uint64_t got) {
 
 /* ---- fixed inputs ----------------------------------------------------------- */
 
-/* splitmix64 with a fixed seed; values built from integers only (exact floats) */
-typedef struct { uint64_t s; } fixed_rng;
-static uint64_t fixed_next(fixed_rng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-/* uniform on [-1, 1) in steps of 2^-23 */
-static float fixed_uniform(fixed_rng *r) { return (float)((int64_t)(fixed_next(r) >> 40) - (1 << 23)) * 0x1p-23f; }
+/* test.h's generator with a fixed seed (not test_seed()); values built from
+ * integers only (exact floats, no libm): uniform on [-1, 1) in steps of 2^-23 */
+static float fixed_uniform(test_rng *r) { return (float)((int64_t)(test_rng_next(r) >> 40) - (1 << 23)) * 0x1p-23f; }
 /* a bell-shaped value: the sum of four uniforms (variance 4/3) */
-static float fixed_bell(fixed_rng *r) {
+static float fixed_bell(test_rng *r) {
     return fixed_uniform(r) + fixed_uniform(r) + fixed_uniform(r) + fixed_uniform(r);
 }
 
@@ -89,7 +82,7 @@ typedef struct {
 static fixed_problem fixed_problem_make(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, float q_gain,
                                         uint64_t seed) {
     fixed_problem pr = {B, H, Sq, Skv, D, NULL, NULL, NULL};
-    fixed_rng r = {seed};
+    test_rng r = {seed};
     const int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
     pr.q = (float *)malloc(sizeof(float) * (size_t)nq);
     pr.k = (float *)malloc(sizeof(float) * (size_t)nk);
@@ -120,7 +113,7 @@ static void fixed_problem_free(fixed_problem *pr) {
  * of E4M3 and BF16, and the formats' edges. */
 static int golden_floats(float *x, int cap) {
     int n = 0;
-    fixed_rng r = {0x601DE4ull};
+    test_rng r = {0x601DE4ull};
     for (int e = -30; e <= 20 && n + 24 <= cap; ++e)
         for (int i = 0; i < 24; ++i) {
             const float m = 1.0f + 0.5f * (fixed_uniform(&r) + 1.0f);  /* [1, 2) */
