@@ -104,6 +104,7 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
     VC_CARVE(v_amax, BH * 2 * VC_GPU_DPAD * sizeof(float));
     VC_CARVE(v_mean_tc, BH * nkb * VC_GPU_DPAD * 16);
     VC_CARVE(output_flag, sizeof(unsigned));
+    VC_CARVE(direct_heads, BH * sizeof(unsigned));
 #undef VC_CARVE
     L->total = off;
     return VCATTN_STATUS_SUCCESS;
@@ -220,6 +221,7 @@ extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p,
     a.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
     a.bm_descent = vc_blockmax_descent(a.nkb);
     a.output_flag = (unsigned *)(w + L.output_flag);
+    a.direct_heads = (const unsigned *)(w + L.direct_heads);
     const int BH = (int)(p->batch * p->heads), mode = vc_mode_of(p->method);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
     cudaError_t e = vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream);

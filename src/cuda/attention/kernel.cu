@@ -27,7 +27,7 @@
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
 
-template <int MODE, typename OutT>
+template <int MODE, typename OutT, bool DIRECT>
 __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     vc_attention_kernel(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_tma_maps maps) {
     extern __shared__ uint8_t smem_raw[];
@@ -42,6 +42,9 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int bh = blockIdx.y, qtile = blockIdx.x, nkb = a.nkb;
+    /* ExpCast: each head runs in exactly one of the two kernels (DIRECT: the
+     * heads whose scales reach the direct bracket); the whole CTA leaves */
+    if (VC_MODE_IS_EXPCAST(MODE) && (a.direct_heads[bh] != 0u) != DIRECT) return;
 
     if (tid == 0) {
         for (int s = 0; s < VC_ATT_STAGES; ++s) {
@@ -95,7 +98,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     mbarrier_wait(b.q_full, 0);
     if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, 256); /* WG1 goes first */
 
-    vc_att_mainloop<MODE>(cs, b, d, smem, sks, cq, cw, nkb, tail_valid, t, a.bm_descent);
+    vc_att_mainloop<MODE, DIRECT>(cs, b, d, smem, sks, cq, cw, nkb, tail_valid, t, a.bm_descent);
 
     /* the thread's rows from a fresh read of %tid.x: keeping warp / g live
      * through the loop cost a spill (ptxas -v) */
@@ -105,13 +108,25 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 }
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */
-template <int MODE, typename OutT>
-static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
-    auto kern = vc_attention_kernel<MODE, OutT>;
+template <int MODE, typename OutT, bool DIRECT>
+static cudaError_t vc_attn_launch_one(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
+    auto kern = vc_attention_kernel<MODE, OutT, DIRECT>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, VC_ATT_SMEM);
     if (e != cudaSuccess) return e;
     kern<<<dim3(a.sq_pad / VC_TILE_Q, BH), VC_ATT_THREADS, VC_ATT_SMEM, s>>>(a, maps);
     return cudaGetLastError();
+}
+
+/* ExpCast modes: the flags of direct_heads.cu, then the fast kernel (its CTAs of flagged heads
+ * leave at once) and the DIRECT kernel behind it (only flagged heads stay: for ordinary
+ * inputs none, a launch whose CTAs all return). */
+template <int MODE, typename OutT>
+static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
+    constexpr bool kExpCast = VC_MODE_IS_EXPCAST(MODE); /* the exp path has no DIRECT kernel */
+    cudaError_t e = kExpCast ? vc_direct_heads_launch(a, BH, s) : cudaSuccess;
+    if (e == cudaSuccess) e = vc_attn_launch_one<MODE, OutT, false>(a, maps, BH, s);
+    if (kExpCast && e == cudaSuccess) e = vc_attn_launch_one<MODE, OutT, kExpCast>(a, maps, BH, s);
+    return e;
 }
 
 cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s) {

@@ -113,7 +113,7 @@ __device__ __forceinline__ void vc_att_prepare_next(const vc_att_barriers &b, un
 
 /* Wait for S_kb and run its softmax; the wgmma wait sits inside each branch
  * (its own basic block) so that ptxas keeps the fold above it. */
-template <int MODE>
+template <int MODE, bool DIRECT>
 __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_att_barriers &b, uint32_t sks, float cq,
                                                 unsigned kb, int nkb, int tail_valid, int t, float a_descent,
                                                 const uint8_t *smem) {
@@ -124,20 +124,20 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, true>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA, cs.rprev,
+        vc_att_softmax<MODE, true, DIRECT>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA, cs.rprev,
                                    kb, smem);
     } else {
         wgmma_wait<0>();
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, false>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
+        vc_att_softmax<MODE, false, DIRECT>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
                                     cs.rprev, kb, smem);
     }
 }
 
 /* The whole loop of one consumer WG (cw = 0 or 1) over nkb key blocks. */
-template <int MODE>
+template <int MODE, bool DIRECT>
 __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_att_barriers &b, const vc_att_descs &d,
                                                 const uint8_t *smem, uint32_t sks, float cq, int cw, int nkb,
                                                 int tail_valid, int t, float descent) {
@@ -150,7 +150,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         wgmma_commit();
         vc_att_end_issue(cw);
         vc_att_prepare_next(b, 0, nkb);
-        vc_att_finish_s<MODE>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent, smem);
+        vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent, smem);
     }
     /* steady state: P_{kb-1} V_{kb-1}, in odd turns from kb = 3 on the
      * restore of the pair (kb-3, kb-2) (restore.cuh), then S_kb; fold block
@@ -176,7 +176,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         vc_att_fence_acc(cs);
         __syncwarp();
         vc_att_fold<kVs>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
-        vc_att_finish_s<MODE>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, smem);
+        vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, smem);
         if (kVs && !kPairs) vc_att_make_ra_single(cs, cs.alpha); /* block kb-1's term rides in block kb's acc */
     }
     /* ---- last turn: P V of the last block (+ paired: the restore of the pair

@@ -48,10 +48,14 @@ __device__ __forceinline__ int vc_row_max_s32(const int32_t (&S)[64], int hh, in
 }
 
 /* c: the block's score scale (log2 units per INT32 unit, this thread's rows);
+ * DIRECT (the ExpCast kernel of flagged heads, kernel.cu): where a = 8c
+ * passes 2^-7 the one-FMA bracket loses the codes, and the bracket comes
+ * from the FP32 score instead (numerics.h, vc_expcast_bracket_direct), per
+ * thread, as the simulation decides per scale;
  * m: running max (log2 units; the block-max scale: the block's scale, falling
  * at most `descent` per block), alpha: exp2(m_old - m_new), lsum: FP32 row sum
  * (sage2 only: the V-Smooth methods take r from the P V product). */
-template <int MODE, bool TAIL>
+template <int MODE, bool TAIL, bool DIRECT>
 __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, int nvalid, int t, float (&m)[2],
                                                float (&alpha)[2], float (&lsum)[2], float descent,
                                                uint32_t (&P)[4][4], uint32_t (&RA)[4], const float (&rprev)[2],
@@ -63,6 +67,8 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
      * ALU pipe); the bias absorbs -8c M before the max is known
      * (numerics.h, vc_expcast_biased_bracket) */
     const float bpre = MODE == VC_MODE_EXPCAST_TAIL ? vc_expcast_tail_bias_pre(c8) : vc_expcast_bias_pre(c8);
+    const bool direct = DIRECT && c8 > VC_EXPCAST_MAGIC_MAX_A;
+    const float dconst = MODE == VC_MODE_EXPCAST_TAIL ? VC_EXPCAST_TAIL_BIASED_CONST : VC_EXPCAST_BIASED_CONST;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         const int mx = vc_row_max_s32<TAIL>(S, hh, t, nvalid);
@@ -110,6 +116,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
+                        if (DIRECT && direct) y[e] = vc_expcast_bracket_direct((float)S[idx[e]] * c, m[hh], dconst);
                         if (TAIL && col[e] >= nvalid) y[e] = 0.0f; /* code 0 */
                     }
                     const uint32_t b01 = cvt_bf16x2(y[0], y[1]), b23 = cvt_bf16x2(y[2], y[3]);
