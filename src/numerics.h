@@ -280,6 +280,31 @@ VC_HD static inline void vc_v_channel_scale(float amax, float mean_amax, float *
     *inv = i;
 }
 
+/* The GPU's per-channel V scale for channels of any magnitude (the quantizer
+ * computes q = ((v - mu) * pre) * inv): pre = 1 and the pair above, bit for
+ * bit, for every channel whose pair FP32 holds; for one it does not (amax
+ * below ~5e-36: subnormal V; 448 / amax overflowed to Inf and 0 * Inf gave
+ * NaN codes) pre = 2^64 makes v * pre exact and normal and inv = 1 / (scale
+ * 2^64) is finite, the scale the same rule in FP64 rounded up to an FP32
+ * subnormal (BF16/FP16 inputs keep it >= ~2e-43, 7+ bits; the CPU simulation
+ * keeps this scale in FP64). */
+VC_HD static inline void vc_v_channel_scale_any(float amax, float mean_amax, float *scale, float *pre, float *inv) {
+    *pre = 1.0f;
+    if (vc_scale_pair_fp32_ok(amax, VC_E4M3_MAX)) {
+        vc_v_channel_scale(amax, mean_amax, scale, inv);
+        return;
+    }
+    double s = (double)amax / VC_E4M3_MAX;
+    if ((double)mean_amax > s * VC_FP16_MAX) s = (double)mean_amax / VC_FP16_MAX;
+    /* rounded up, so that amax / scale stays within E4M3's 448 despite the
+     * subnormal's few bits */
+    float sf = (float)s;
+    if ((double)sf < s) sf = nextafterf(sf, INFINITY);
+    *scale = sf;
+    *pre = 0x1p64f;
+    *inv = (float)(1.0 / ((double)sf * 0x1p64));
+}
+
 /* ---- ExpCast-FP8 -------------------------------------------------------------
  * An E4M3 byte read as an integer is ~ 8*log2(value) + 56.  With
  * u = (s - m) * log2(e) <= 0 and P scaled by 2^8 (row max -> 256 = code 120):

@@ -300,6 +300,33 @@ TEST(gpu_calls_report_not_built_without_cuda) {
 }
 #endif
 
+/* The GPU's V channel scale (numerics.h, vc_v_channel_scale_any) over
+ * channel maxima from 1e-40 (BF16 subnormal V) to 1e30, with and without a
+ * large mean: ordinary channels get exactly vc_v_channel_scale's pair and
+ * pre = 1; for every channel the quantizer's ((v * pre) * inv) of the channel
+ * max is finite, within E4M3's range and within 1e-3 of max / scale (so the
+ * codes and the epilogue's scale agree), and the scale is > 0. */
+TEST(v_channel_scale_any_magnitude) {
+    test_rng rng = {test_seed()};
+    for (int i = 0; i < 2000; ++i) {
+        const float amax = (float)pow(10.0, -40.0 + 70.0 * test_rng_uniform(&rng));
+        const float mu_amax = (i % 3 == 0) ? amax * (float)(1.0 + 1e5 * test_rng_uniform(&rng)) : 0.0f;
+        if (!(amax > 0.0f) || !isfinite(mu_amax)) continue;
+        float scale, pre, inv;
+        vc_v_channel_scale_any(amax, mu_amax, &scale, &pre, &inv);
+        CHECK(scale > 0.0f && isfinite(scale) && isfinite(pre) && isfinite(inv) && inv > 0.0f);
+        if (vc_scale_pair_fp32_ok(amax, VC_E4M3_MAX)) {
+            float s2, i2;
+            vc_v_channel_scale(amax, mu_amax, &s2, &i2);
+            CHECK(pre == 1.0f && s2 == scale && i2 == inv);
+        }
+        const float q = (amax * pre) * inv;
+        CHECK_MSG(isfinite(q) && q <= VC_E4M3_MAX * 1.001f, "amax %g: q %g", (double)amax, (double)q);
+        const double want = (double)amax / (double)scale;
+        CHECK_MSG(fabs((double)q - want) <= 1e-3 * want, "amax %g: q %g vs %g", (double)amax, (double)q, want);
+    }
+}
+
 /* The block-max scale (numerics.h) over random walks of block maxima with
  * long descents (steps down of 0-60 log2 units, jumps up), for several block
  * counts: the block's max always lands at or below the scale (codes <= the

@@ -226,19 +226,20 @@ __global__ void __launch_bounds__(128) vc_v_stats(const __grid_constant__ vc_pre
 template <typename T, int CPT>
 __global__ void __launch_bounds__(128) vc_v_quantize(const __grid_constant__ vc_prep_args a) {
     __shared__ __align__(16) uint8_t tile[VC_BLOCK_K][VC_GPU_DPAD + 4];
-    __shared__ float mu_s[VC_GPU_DPAD], inv_s[VC_GPU_DPAD];
+    __shared__ float mu_s[VC_GPU_DPAD], pre_s[VC_GPU_DPAD], inv_s[VC_GPU_DPAD];
     const int bh = blockIdx.y, kb = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int b = bh / a.H, h = bh % a.H;
-    vc_v_channel_setup(a, bh, kb, mu_s, inv_s);
+    vc_v_channel_setup(a, bh, kb, mu_s, pre_s, inv_s);
     __syncthreads();
     const T *base = (const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1];
     const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
     const int j0 = kb * VC_BLOCK_K;
     const int nvalid = min(VC_BLOCK_K, a.Skv - j0);
-    float mu[CPT], inv[CPT];
+    float mu[CPT], pre[CPT], inv[CPT];
 #pragma unroll
     for (int c = 0; c < CPT; ++c) {
         mu[c] = mu_s[lane * CPT + c];
+        pre[c] = pre_s[lane * CPT + c];
         inv[c] = inv_s[lane * CPT + c];
     }
 #pragma unroll 4
@@ -249,7 +250,7 @@ __global__ void __launch_bounds__(128) vc_v_quantize(const __grid_constant__ vc_
             const int tok = perm ? perm[j0 + jj] : j0 + jj;
             vc_load_row<T, CPT>(base + (int64_t)tok * a.v_stride[2], lane, x);
 #pragma unroll
-            for (int c = 0; c < CPT; ++c) x[c] = a.v_smooth ? (x[c] - mu[c]) * inv[c] : x[c] * inv[c];
+            for (int c = 0; c < CPT; ++c) x[c] = ((a.v_smooth ? x[c] - mu[c] : x[c]) * pre[c]) * inv[c];
         } else {
 #pragma unroll
             for (int c = 0; c < CPT; ++c) x[c] = 0.0f;

@@ -14,19 +14,22 @@
 __constant__ uint8_t vc_v_perm16[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
 
 /* Channel c = threadIdx.x (128 threads) of V block kb: its scale (written once,
- * at kb = 0), the block mean and 1/scale into shared memory for the quantizer,
+ * at kb = 0), the block mean, pre and 1/scale (numerics.h,
+ * vc_v_channel_scale_any: q = ((v - mu) pre) inv) into shared memory for the quantizer,
  * and with V-Smooth the stored means: FP16(mu / scale) as FP32 words (v_mean)
  * and the same FP16 value 8 times per channel (v_mean_tc, the attention kernel's restore). */
-__device__ __forceinline__ void vc_v_channel_setup(const vc_prep_args &a, int bh, int kb, float *mu_s, float *inv_s) {
+__device__ __forceinline__ void vc_v_channel_setup(const vc_prep_args &a, int bh, int kb, float *mu_s, float *pre_s,
+                                                   float *inv_s) {
     const int c = threadIdx.x;
-    float scale = 1.0f, inv = 1.0f, mu = 0.0f;
+    float scale = 1.0f, pre = 1.0f, inv = 1.0f, mu = 0.0f;
     if (c < a.D) {
         const float amax = a.v_amax[(int64_t)bh * 2 * VC_GPU_DPAD + c];
         const float mu_amax = a.v_amax[((int64_t)bh * 2 + 1) * VC_GPU_DPAD + c];
-        vc_v_channel_scale(amax, mu_amax, &scale, &inv);
+        vc_v_channel_scale_any(amax, mu_amax, &scale, &pre, &inv);
         if (a.v_smooth) mu = a.v_block_mean[((int64_t)bh * a.nkb + kb) * VC_GPU_DPAD + c];
     }
     mu_s[c] = mu;
+    pre_s[c] = pre;
     inv_s[c] = inv;
     if (kb == 0) a.v_scale[(int64_t)bh * VC_GPU_DPAD + c] = scale;
     if (a.v_smooth) {

@@ -304,7 +304,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(128) vc_v_quantize_v(const __grid_constant__ vc_prep_args a) {
     constexpr int LPR = D / 8, RPL = 32 / LPR, TPT = 8 / RPL, SEG = 32 / RPL;
     __shared__ __align__(16) uint32_t tile[D * 32];
-    __shared__ float mu_s[VC_GPU_DPAD], inv_s[VC_GPU_DPAD];
+    __shared__ float mu_s[VC_GPU_DPAD], pre_s[VC_GPU_DPAD], inv_s[VC_GPU_DPAD];
     const int bh = blockIdx.y, kb = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int b = bh / a.H, h = bh % a.H;
     const int m = lane % LPR, hh = lane / LPR;
@@ -326,12 +326,13 @@ __global__ void __launch_bounds__(128) vc_v_quantize_v(const __grid_constant__ v
 #pragma unroll
     for (int i = 0; i < TPT * 4; ++i)
         u[i] = tok[i] >= 0 ? vc_ld16(base + (int64_t)tok[i] * a.v_stride[2]) : make_uint4(0, 0, 0, 0);
-    vc_v_channel_setup(a, bh, kb, mu_s, inv_s);
+    vc_v_channel_setup(a, bh, kb, mu_s, pre_s, inv_s);
     __syncthreads();
-    float mu[8], inv[8];
+    float mu[8], pre[8], inv[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
         mu[e] = mu_s[m * 8 + e];
+        pre[e] = pre_s[m * 8 + e];
         inv[e] = inv_s[m * 8 + e];
     }
 #pragma unroll
@@ -343,7 +344,7 @@ __global__ void __launch_bounds__(128) vc_v_quantize_v(const __grid_constant__ v
             vc_unpack8<T>(u[4 * t + s], x[s]);
             const bool ok = tok[4 * t + s] >= 0;
 #pragma unroll
-            for (int e = 0; e < 8; ++e) x[s][e] = ok ? (x[s][e] - mu[e]) * inv[e] : 0.0f;
+            for (int e = 0; e < 8; ++e) x[s][e] = ok ? ((x[s][e] - mu[e]) * pre[e]) * inv[e] : 0.0f;
         }
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
