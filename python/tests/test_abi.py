@@ -21,6 +21,13 @@ def test_attention_params_layout():
     assert ctypes.sizeof(p) == 5 * 8 + 4 * 8 + 12 * 8 + 8 + 8 + 8  # int padded to 8
 
 
+def test_gpu_layout_mirror():
+    """vcattn_gpu_layout: two int64 then 15 size_t offsets (the Python side reads output_flag)."""
+    assert ctypes.sizeof(_lib.GpuLayout) == 2 * 8 + 15 * ctypes.sizeof(ctypes.c_size_t)
+    names = [f[0] for f in _lib.GpuLayout._fields_]
+    assert names[-2:] == ["output_flag", "total"]
+
+
 def test_kmeans_params_layout():
     k = _lib.KmeansParams()
     ctypes.memset(ctypes.byref(k), 0xCD, ctypes.sizeof(k))

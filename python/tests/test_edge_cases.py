@@ -13,12 +13,14 @@ on both devices; where the documented behaviour differs it is said at the case:
     FP32 must then give a finite answer close to the reference, or a SCORE_OVERFLOW raised
     before the launch - never NaN / Inf or a silently wrong answer.
 """
+import warnings
+
 import numpy as np
 import pytest
 
 import vcattn
 from helpers import make_qkv
-from vcattn import _gpu
+from vcattn import _gpu, _lib
 
 try:
     import torch
@@ -179,6 +181,29 @@ def test_gpu_strict_never_returns_non_finite(rng, case):
     # the same calls without strict are the gaps of the tests above; at least the status path
     # must have been taken somewhere, or this case is no longer a gap (drop it from the list)
     assert raised > 0, f"{case}: every GPU method answered finite and close (not a gap any more)"
+
+
+@pytest.mark.skipif(not HAVE_CUDA, reason="needs torch, a Hopper GPU and a CUDA build of libvcattn")
+def test_gpu_non_strict_nan_rows_are_reported_later(rng):
+    """Without strict the call does not synchronize, so the kernel's output flag is copied to
+    pinned memory behind it and a later call (here flush_output_flags) warns once when it was
+    set; ordinary calls leave no such warning."""
+    q, k, v = make_qkv(rng, sq=160, skv=200)
+    (tq, tk, tv), _ = on("cuda", q, k, v)
+    _lib.reset_warnings()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        vcattn.attention(tq, tk, tv, method="sage2-8bit")
+        _gpu.flush_output_flags(wait=True)
+    assert not [x for x in w if "NaN/Inf rows" in str(x.message)]
+    (bq, bk, bv), _ = on("cuda", q * np.float32(1e22), k * np.float32(1e22), v)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = vcattn.attention(bq, bk, bv, method="sage2-8bit")
+        _gpu.flush_output_flags(wait=True)
+    if finite(out):
+        pytest.skip("the kernel answered this case finite: nothing to report")
+    assert [x for x in w if "NaN/Inf rows" in str(x.message)], [str(x.message) for x in w]
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -50,6 +50,54 @@ def _workspace(device, nbytes):
     return torch.empty(max(nbytes, 1), dtype=torch.uint8, device=device)
 
 
+# Non-strict calls are not synchronized, so a row the kernel wrote as NaN/Inf (finite inputs
+# beyond its FP32 pipeline) cannot raise; instead each call copies the kernel's output flag
+# to pinned host memory asynchronously, and a later call (or flush_output_flags) warns once
+# when one came back set.  Any failure of this bookkeeping turns it off (with one warning):
+# it must never break a call.
+_pending_flags = []  # (event, pinned int32 host tensor)
+_flags_on = True
+
+
+def _watch_output_flag(ws, offset, stream_obj):
+    global _flags_on
+    if not _flags_on:
+        return
+    import torch
+
+    try:
+        host = torch.empty(1, dtype=torch.int32, pin_memory=True)
+        host.copy_(ws[offset:offset + 4].view(torch.int32), non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record(stream_obj)
+        _pending_flags.append((ev, host))
+        if len(_pending_flags) > 256:  # bounded: the oldest are long done
+            flush_output_flags(wait=False)
+    except Exception as e:  # pragma: no cover - depends on the torch build
+        _flags_on = False
+        _lib.warn_once(("flag-watch-off",), f"vcattn: the deferred NaN/Inf check of GPU calls is off ({e})")
+
+
+def flush_output_flags(wait=False):
+    """Warn (once) if an earlier non-strict GPU call wrote NaN/Inf rows; wait=True waits for
+    the calls still running."""
+    global _pending_flags
+    keep = []
+    for ev, host in _pending_flags:
+        if wait:
+            ev.synchronize()
+        elif not ev.query():
+            keep.append((ev, host))
+            continue
+        if int(host[0]) != 0:
+            _lib.warn_once(("gpu-output-not-finite",),
+                           "vcattn: an earlier GPU attention call wrote NaN/Inf rows for finite inputs "
+                           "(beyond the kernel's FP32 pipeline: Q or K scaled by ~1e3 and more with "
+                           "ExpCast, scores beyond float32, V of ~1e-40; docs/method.md); pass "
+                           "strict=True to have such calls raise VcattnError(OUTPUT_NOT_FINITE)")
+    _pending_flags = keep
+
+
 def _bhsd_strides(x, layout):
     s = x.stride()
     return (s[0], s[1], s[2]) if layout == "HND" else (s[0], s[2], s[1])
@@ -188,7 +236,13 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
         raise Unsupported(lib.vcattn_status_string(st).decode(), st)
     ws = _workspace(q.device, nbytes.value)
     stream = torch.cuda.current_stream(q.device).cuda_stream
+    if _pending_flags:
+        flush_output_flags(wait=False)
     check(lib.vcattn_gpu_attention(ctypes.byref(p), ws.data_ptr(), nbytes.value, stream), "vcattn_gpu_attention")
+    if not strict and not torch.cuda.is_current_stream_capturing():
+        lay = _lib.GpuLayout()
+        if lib.vcattn_gpu_workspace_layout(ctypes.byref(p), ctypes.byref(lay)) == 0:
+            _watch_output_flag(ws, lay.output_flag, torch.cuda.current_stream(q.device))
     if strict and not torch.cuda.is_current_stream_capturing():
         # the launch cannot report rows that came out non-finite; with strict=True ask (one
         # sync; not possible while a CUDA graph is being captured: such calls are not checked)

@@ -197,6 +197,13 @@ class GpuParams(ctypes.Structure):  # vcattn_gpu_params
     ]
 
 
+class GpuLayout(ctypes.Structure):  # vcattn_gpu_layout
+    _fields_ = [("sq_pad", c_i64), ("skv_pad", c_i64)] + [
+        (name, ctypes.c_size_t) for name in (
+            "q_codes", "q_scale", "q_km", "k_codes", "k_scale", "k_mean", "k_partial", "v_codes", "v_scale",
+            "v_mean", "v_block_mean", "v_amax", "v_mean_tc", "output_flag", "total")]
+
+
 class GpuKmeansParams(ctypes.Structure):  # vcattn_gpu_kmeans_params
     _fields_ = [
         ("batch", c_i64), ("heads", c_i64), ("seq", c_i64), ("head_dim", c_i64),
@@ -245,6 +252,7 @@ def _declare(h):
         "vcattn_gpu_workspace_size": (st, [P(GpuParams), P(ctypes.c_size_t)]),
         "vcattn_gpu_attention": (st, [P(GpuParams), vp, ctypes.c_size_t, vp]),
         "vcattn_gpu_output_status": (st, [P(GpuParams), vp, ctypes.c_size_t, vp]),
+        "vcattn_gpu_workspace_layout": (st, [P(GpuParams), P(GpuLayout)]),
         "vcattn_gpu_kmeans_workspace_size": (st, [P(GpuKmeansParams), P(ctypes.c_size_t)]),
         "vcattn_gpu_kmeans": (st, [P(GpuKmeansParams), vp, ctypes.c_size_t, vp]),
     }
