@@ -22,10 +22,10 @@ def test_attention_params_layout():
 
 
 def test_gpu_layout_mirror():
-    """vcattn_gpu_layout: two int64 then 15 size_t offsets (the Python side reads output_flag)."""
-    assert ctypes.sizeof(_lib.GpuLayout) == 2 * 8 + 15 * ctypes.sizeof(ctypes.c_size_t)
+    """vcattn_gpu_layout: two int64 then 16 size_t offsets (the Python side reads output_flag)."""
+    assert ctypes.sizeof(_lib.GpuLayout) == 2 * 8 + 16 * ctypes.sizeof(ctypes.c_size_t)
     names = [f[0] for f in _lib.GpuLayout._fields_]
-    assert names[-2:] == ["output_flag", "total"]
+    assert names[-3:] == ["output_flag", "direct_heads", "total"]
 
 
 def test_kmeans_params_layout():

@@ -201,7 +201,7 @@ class GpuLayout(ctypes.Structure):  # vcattn_gpu_layout
     _fields_ = [("sq_pad", c_i64), ("skv_pad", c_i64)] + [
         (name, ctypes.c_size_t) for name in (
             "q_codes", "q_scale", "q_km", "k_codes", "k_scale", "k_mean", "k_partial", "v_codes", "v_scale",
-            "v_mean", "v_block_mean", "v_amax", "v_mean_tc", "output_flag", "total")]
+            "v_mean", "v_block_mean", "v_amax", "v_mean_tc", "output_flag", "direct_heads", "total")]
 
 
 class GpuKmeansParams(ctypes.Structure):  # vcattn_gpu_kmeans_params
