@@ -576,7 +576,7 @@ typedef struct vcattn_gpu_layout {
     size_t q_codes, q_scale, q_km, k_codes, k_scale, k_mean, k_partial, v_codes, v_scale,
         v_mean, v_block_mean, v_amax, v_mean_tc,
         output_flag, /* u32: zeroed by the preprocessing, set by the kernel (vcattn_gpu_output_status) */
-        direct_heads, /* u32 per (batch, head): which ExpCast kernel runs the head */
+        direct_heads, /* u32 per (batch, head): which kernel (fast or DIRECT) runs the head */
         total;
 } vcattn_gpu_layout;
 

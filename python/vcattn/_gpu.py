@@ -92,8 +92,8 @@ def flush_output_flags(wait=False):
         if int(host[0]) != 0:
             _lib.warn_once(("gpu-output-not-finite",),
                            "vcattn: an earlier GPU attention call wrote NaN/Inf rows for finite inputs "
-                           "(beyond the kernel's FP32 pipeline: Q or K scaled by ~1e3 and more with "
-                           "ExpCast, scores beyond float32, V of ~1e-40; docs/method.md); pass "
+                           "(beyond the kernel's FP32 pipeline: scores beyond float32, e.g. Q and K "
+                           "both scaled by ~1e22; docs/method.md); pass "
                            "strict=True to have such calls raise VcattnError(OUTPUT_NOT_FINITE)")
     _pending_flags = keep
 

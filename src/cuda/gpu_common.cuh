@@ -54,7 +54,7 @@ struct vc_attn_args {
     float c0; /* (float)(softmax scale * log2 e) */
     float bm_descent; /* the block-max scale's fall per block, vc_blockmax_descent(nkb) */
     unsigned *output_flag; /* set (atomicOr 1) when a row's output or LSE is not finite */
-    const unsigned *direct_heads; /* ExpCast modes: per (batch, head), 1 where some scale a = 8c
+    const unsigned *direct_heads; /* per (batch, head), 1 where some scale a = 8c
                                      may pass 2^-7 (direct_heads.cu): the DIRECT kernel's heads */
 };
 

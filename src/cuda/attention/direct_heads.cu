@@ -1,17 +1,22 @@
-/* direct_heads.cu - which (batch, head) pairs the ExpCast kernels must run with
- * the direct bracket.
+/* direct_heads.cu - which (batch, head) pairs the attention kernels must run
+ * with the two-rounding P (the DIRECT instantiation, kernel.cu).
  *
- * ExpCast writes a code with one FMA, fma(a, M + s, bias), whose bias holds
- * fl(-a M + const): for a scale a = 8c above 2^-7 (scores of thousands of log2
- * units per INT32 step, Q or sm_scale scaled up by ~1e3) its rounding error
- * swamps the code, and the simulation takes the bracket from the FP32 score
- * instead (numerics.h, vc_expcast_bracket_direct).  Putting that choice into
- * the fast kernel's loop costs it registers (a spill and an injected
- * warpgroup.arrive: docs/kernel-log.md), so the choice is made per head here:
- * the head is flagged when the largest possible a, 8 fl(fl(c0 q_max) k_max),
- * passes 2^-7.  Rounding is monotone, so every thread's a = 8 fl(fl(c0 q) k)
- * is at most that: the flagged heads are a superset of those that need it,
- * and inside the DIRECT kernel each thread still decides on its own a. */
+ * The fast kernel writes P with one FMA per score.  ExpCast: fma(a, M + s,
+ * bias), whose bias holds fl(-a M + const); for a scale a = 8c above 2^-7
+ * (scores of thousands of log2 units per INT32 step, Q or sm_scale scaled up
+ * by ~1e3) its rounding error swamps the code, and the simulation takes the
+ * bracket from the FP32 score instead (numerics.h, vc_expcast_bracket_direct).
+ * The exp path: 2^fma(s, c, -m), exact product minus m; at scores of ~1e12
+ * log2 units the product's rounding residual (half an ULP, up to 2^16) is
+ * the exponent, so P becomes Inf or 0 - the DIRECT kernel rounds s c first,
+ * as the simulation does.  Putting that choice into the fast kernel's loop
+ * costs it registers (a spill and an injected warpgroup.arrive:
+ * docs/kernel-log.md), so the choice is made per head here, one threshold
+ * for every mode: the head is flagged when the largest possible a,
+ * 8 fl(fl(c0 q_max) k_max), passes 2^-7.  Rounding is monotone, so every
+ * thread's a = 8 fl(fl(c0 q) k) is at most that: the flagged heads are a
+ * superset of those that need it, and inside the DIRECT kernel each thread
+ * still decides on its own a. */
 #include <cuda_runtime.h>
 #include <math.h>
 

@@ -42,9 +42,10 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int bh = blockIdx.y, qtile = blockIdx.x, nkb = a.nkb;
-    /* ExpCast: each head runs in exactly one of the two kernels (DIRECT: the
-     * heads whose scales reach the direct bracket); the whole CTA leaves */
-    if (VC_MODE_IS_EXPCAST(MODE) && (a.direct_heads[bh] != 0u) != DIRECT) return;
+    /* each head runs in exactly one of the two kernels (DIRECT: the heads
+     * whose score scale needs the two-rounding P, direct_heads.cu); the
+     * whole CTA leaves */
+    if ((a.direct_heads[bh] != 0u) != DIRECT) return;
 
     if (tid == 0) {
         for (int s = 0; s < VC_ATT_STAGES; ++s) {
@@ -117,15 +118,14 @@ static cudaError_t vc_attn_launch_one(const vc_attn_args &a, const vc_tma_maps &
     return cudaGetLastError();
 }
 
-/* ExpCast modes: the flags of direct_heads.cu, then the fast kernel (its CTAs of flagged heads
- * leave at once) and the DIRECT kernel behind it (only flagged heads stay: for ordinary
- * inputs none, a launch whose CTAs all return). */
+/* The flags of direct_heads.cu, then the fast kernel (its CTAs of flagged heads leave at
+ * once) and the DIRECT kernel behind it (only flagged heads stay: for ordinary inputs none,
+ * a launch whose CTAs all return). */
 template <int MODE, typename OutT>
 static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
-    constexpr bool kExpCast = VC_MODE_IS_EXPCAST(MODE); /* the exp path has no DIRECT kernel */
-    cudaError_t e = kExpCast ? vc_direct_heads_launch(a, BH, s) : cudaSuccess;
+    cudaError_t e = vc_direct_heads_launch(a, BH, s);
     if (e == cudaSuccess) e = vc_attn_launch_one<MODE, OutT, false>(a, maps, BH, s);
-    if (kExpCast && e == cudaSuccess) e = vc_attn_launch_one<MODE, OutT, kExpCast>(a, maps, BH, s);
+    if (e == cudaSuccess) e = vc_attn_launch_one<MODE, OutT, true>(a, maps, BH, s);
     return e;
 }
 

@@ -48,10 +48,10 @@ __device__ __forceinline__ int vc_row_max_s32(const int32_t (&S)[64], int hh, in
 }
 
 /* c: the block's score scale (log2 units per INT32 unit, this thread's rows);
- * DIRECT (the ExpCast kernel of flagged heads, kernel.cu): where a = 8c
- * passes 2^-7 the one-FMA bracket loses the codes, and the bracket comes
- * from the FP32 score instead (numerics.h, vc_expcast_bracket_direct), per
- * thread, as the simulation decides per scale;
+ * DIRECT (the kernel of flagged heads, kernel.cu): where a = 8c passes
+ * 2^-7 the one-FMA forms lose P: ExpCast's bracket comes from the FP32 score
+ * instead (numerics.h, vc_expcast_bracket_direct) and the exp path rounds
+ * s c before subtracting m, per thread, as the simulation decides per scale;
  * m: running max (log2 units; the block-max scale: the block's scale, falling
  * at most `descent` per block), alpha: exp2(m_old - m_new), lsum: FP32 row sum
  * (sage2 only: the V-Smooth methods take r from the P V product). */
@@ -116,7 +116,11 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
-                        if (DIRECT && direct) y[e] = vc_expcast_bracket_direct((float)S[idx[e]] * c, m[hh], dconst);
+                        /* __fmul_rn: contracted into the subtraction of m (one FFMA), the
+                         * product's rounding residual, up to half an ULP of a score of
+                         * ~1e12 log2 units, became the bracket (codes past 255: NaN rows) */
+                        if (DIRECT && direct)
+                            y[e] = vc_expcast_bracket_direct(__fmul_rn((float)S[idx[e]], c), m[hh], dconst);
                         if (TAIL && col[e] >= nvalid) y[e] = 0.0f; /* code 0 */
                     }
                     const uint32_t b01 = cvt_bf16x2(y[0], y[1]), b23 = cvt_bf16x2(y[2], y[3]);
@@ -131,7 +135,13 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                     float p[4];
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        p[e] = ex2_approx(fmaf((float)S[idx[e]], c, bias[hh]));
+                        /* one FFMA: exact product minus m.  For a large score scale the
+                         * product's rounding residual would be the exponent (2^(+-65536) at
+                         * scores of ~1e12: Inf or 0, NaN rows), so the DIRECT kernel rounds
+                         * the product first, as the simulation's t = fl(s c), in every thread
+                         * of its heads (a per-thread choice spilled 4 B) */
+                        p[e] = ex2_approx(DIRECT ? __fadd_rn(__fmul_rn((float)S[idx[e]], c), bias[hh])
+                                                 : fmaf((float)S[idx[e]], c, bias[hh]));
                         if (TAIL && col[e] >= nvalid) p[e] = 0.0f;
                     }
                     if (MODE == VC_MODE_SAGE2) lsum[hh] += (p[0] + p[1]) + (p[2] + p[3]);
