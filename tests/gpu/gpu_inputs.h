@@ -33,6 +33,7 @@ typedef struct {
     int outliers;  /* V outlier tokens x20 in 8 channels, K += 5*randn(D), q,k x2 */
     int fp16_in, fp16_out;
     int use_perm;
+    float q_gain;  /* Q x q_gain (0: 1): huge score scales, the DIRECT kernel (direct_heads.cu) */
 } shape_t;
 
 typedef struct {
