@@ -52,8 +52,8 @@ def _workspace(device, nbytes):
 
 # Non-strict calls are not synchronized, so a row the kernel wrote as NaN/Inf (finite inputs
 # beyond its FP32 pipeline) cannot raise; instead each call copies the kernel's output flag
-# to pinned host memory asynchronously, and a later call (or flush_output_flags) warns once
-# when one came back set.  Any failure of this bookkeeping turns it off (with one warning):
+# to pinned host memory asynchronously, and a later call (or flush_output_flags, or the exit of
+# the process) warns once when one came back set.  Any failure of this bookkeeping turns it off (with one warning):
 # it must never break a call.
 _pending_flags = []  # (event, pinned int32 host tensor)
 _flags_on = True
@@ -71,11 +71,32 @@ def _watch_output_flag(ws, offset, stream_obj):
         ev = torch.cuda.Event()
         ev.record(stream_obj)
         _pending_flags.append((ev, host))
+        _register_exit_flush()
         if len(_pending_flags) > 256:  # bounded: the oldest are long done
             flush_output_flags(wait=False)
     except Exception as e:  # pragma: no cover - depends on the torch build
         _flags_on = False
         _lib.warn_once(("flag-watch-off",), f"vcattn: the deferred NaN/Inf check of GPU calls is off ({e})")
+
+
+_exit_flush_registered = False
+
+
+def _register_exit_flush():
+    """The last calls of a process have no later call to warn them: check them at exit."""
+    global _exit_flush_registered
+    if _exit_flush_registered:
+        return
+    import atexit
+
+    def _at_exit():
+        try:
+            flush_output_flags(wait=True)
+        except Exception:  # pragma: no cover - CUDA may already be torn down
+            pass
+
+    atexit.register(_at_exit)
+    _exit_flush_registered = True
 
 
 def flush_output_flags(wait=False):
