@@ -5,7 +5,7 @@
  *
  *   gpu_check check            small shapes, all methods, random + outlier inputs
  *   gpu_check medium           (1,2,4096,4096,128) vs FP64 reference
- *   gpu_check small            one small shape (for compute-sanitizer)
+ *   gpu_check small            one small shape, plain and with Q x 1e6 (for compute-sanitizer)
  *   gpu_check prepcheck        preprocessing only: vectorized vs scalar path bit for bit
  *                              (whole workspace), codes vs the CPU, 8-byte-aligned views
  */
@@ -280,10 +280,12 @@ static int run_medium(void) {
     return fails;
 }
 
+/* for compute-sanitizer: one ordinary shape (the fast kernels) and the same with Q x 1e6
+ * (every head in the DIRECT kernels) */
 static int run_small(void) {
-    shape_t a = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 0};
+    shape_t a = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 0}, b = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 1e6f};
     double worst = 0;
-    return check_shape(&a, 0, &worst);
+    return check_shape(&a, 0, &worst) + check_shape(&b, 0, &worst);
 }
 
 /* ---- preprocessing alone ---------------------------------------------------------------- */
