@@ -449,17 +449,25 @@ VC_HD static inline double vc_expcast_tail_code_linear(double u) {
 }
 
 /* V-Smooth mean restore on the tensor core: the row sum r enters an FP16
- * product as hi + lo, each rounded to FP16 (r <= 128 * 256 fits), so hi + lo
+ * product as hi + lo, each rounded to FP16 (r <= 128 * 448 fits), so hi + lo
  * carries ~22 significant bits of r; the products with the FP16 means are
  * exact in FP32.
- * The paired mean restore: the kernel restores two blocks per FP16 product.
- * Blocks 2j and 2j+1 ride together in block 2j+2's P V accumulator, each
- * quad partial r_t at that block's scale: block 2j as
- * split(alpha_{2j+2} * fl(alpha_{2j+1} r_t)), block 2j+1 as
- * split(alpha_{2j+2} r_t) (FP32 products).  The block (odd count) or pair
- * (even count: the first one kept as fl(alpha r_t)) still pending after the
- * last fold is added to O on the CUDA cores.  The coefficient carries two
- * alphas, which is what bounds the block-max scale's descent (below). */
+ * The grouped mean restore (every V-Smooth mode but plain ExpCast): the
+ * kernel restores eight blocks per FP16 product, with each block's full row
+ * sum r_b (one FP32 tensor-core sum of its 128 quantized P).  The
+ * coefficient of block b is kept at the current block's scale, fl(alpha_k
+ * c), from block b + 1 on (c = fl(alpha_{b+1} r_b) first); blocks 8g..8g+7
+ * ride together in block 8g + 8's P V accumulator as sum_b split(c_b) mu_b,
+ * the group still open at the end (blocks up to the second-to-last) rides
+ * in the last block's, and the last block's own term split(r) mu goes into O
+ * on the CUDA cores after the last fold.  A coefficient at its restore is
+ * r_b 2^(m_b - m_f): at most r_b for the running max (alpha <= 1); for the
+ * block-max scale the group floor below keeps it under 2^0.875 r_b <=
+ * 2^15.875 < 65,504.  Plain ExpCast restores one block at a time, each quad
+ * thread's 32-key partial r_t split on its own, in the next block's
+ * accumulator; its pending last block's partials are summed
+ * (s0 + s1) + (s2 + s3). */
+#define VC_RESTORE_GROUP 8 /* blocks per grouped mean restore */
 VC_HD static inline float vc_rowsum_f16_split(float r) {
     /* hi: r cut to 11 significant bits (one LOP3 in the kernel), lo = r - hi
      * (exact); one FP16x2 conversion rounds both */
@@ -478,11 +486,14 @@ VC_HD static inline float vc_rowsum_f16_split(float r) {
  *     m_n = max(blockmax_n, m_{n-1} - d),   d = min(1, 80 / blocks)
  * so every block's max still lands at the top code, the scale rises at once
  * and falls at most d per block:
- *   - alpha = 2^(m_{n-1} - m_n) <= 2^d <= 2: the paired V-Smooth restore
- *     multiplies up to two alphas by a quad thread's row-sum partial r
- *     (<= 32 keys x 256 for ExpCast, x 448 for the exp path) before its FP16
- *     split, 4 x 32 x 448 = 57,344 < 65,504, the FP16 maximum (d = 2 held
- *     while the restore took one block at a time);
+ *   - the grouped V-Smooth restore multiplies a block's row sum r (<= 128
+ *     keys x 256) by the alphas up to the block its group rides in, and
+ *     the descent would let that reach 2^(8d) r, past the FP16 maximum: in
+ *     the block a group's restore rides in (8g + 8, or the last block), the
+ *     scale is also floored, m_f >= G - 7/8 with G the largest m_b of the
+ *     group's blocks (vc_blockmax_group_floor); the simulation measured it at
+ *     -0.02 dB on randn, where d = 1/8 instead had cost 0.28 dB
+ *     (docs/kernel-log.md);
  *   - m_n >= (running max) - 80 over the whole row (at most `blocks` steps of
  *     d): O and l, held in the scale m_n, stay within 2^80 of their
  *     running-max values, finite in FP32 for any key count below 2^40.
@@ -500,6 +511,12 @@ VC_HD static inline float vc_blockmax_descent(int64_t blocks) {
 /* operands in this order: the kernel measured ~1% faster with it (docs/kernel-log.md) */
 VC_HD static inline float vc_blockmax_scale(float m_prev, float descent, float block_max) {
     return fmaxf(m_prev - descent, block_max);
+}
+/* The grouped mean restore's bound (below): in a block that a group's
+ * restore rides in, the scale stays within 7/8 of the group's largest G. */
+#define VC_BLOCKMAX_GROUP_FLOOR 0.875f
+VC_HD static inline float vc_blockmax_group_floor(float m, float group_max) {
+    return fmaxf(m, group_max - VC_BLOCKMAX_GROUP_FLOOR);
 }
 
 /* ---- ExpCast's deterministic map, without rounding (error analysis) ---------

@@ -51,8 +51,8 @@ typedef struct {
     int64_t b, h;
     int64_t tiles;
     int fp32_pipeline;   /* round per-score quantities like the kernel does */
-    int restore_pairs;   /* the V-Smooth means restored two blocks at a time (the
-                          * kernel's rule, restore.cuh vc_att_pairs: all but plain
+    int restore_group;   /* the V-Smooth means restored eight blocks at a time (the
+                          * kernel's rule, restore.cuh vc_att_grouped: all but plain
                           * ExpCast against the running max) */
     double sml2e;        /* softmax scale * log2(e), the score -> log2 factor */
     float p_log2_offset; /* subtracted from the row max (P's static scale) */

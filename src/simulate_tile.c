@@ -291,13 +291,17 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
     return lsum;
 }
 
-/* A row's mean terms not yet restored (quad partials): rprev, block kb-1's
- * four r partials; kept, the first block of an open pair, alpha-scaled as
- * the kernel keeps it; the two blocks' means of the pair restored next. */
+/* A row's mean terms not yet restored.  Single (plain ExpCast): rprev, block
+ * kb-1's four r partials, restored in block kb's accumulator.  Grouped:
+ * rlast, block kb-1's r, and coef, the open group's coefficients at the
+ * current block's scale (numerics.h, "the grouped mean restore"); G, the
+ * block-max group floor's largest scale of the open group. */
 typedef struct {
     double rprev[4];
-    float kept[4];
-    const double *mu_first, *mu_second;
+    double rlast;
+    float coef[VC_RESTORE_GROUP];
+    float G;
+    const double *mu_prev;
 } mean_pending;
 
 /* The row sum r of the block's quantized P and the running l's update:
@@ -356,51 +360,63 @@ TILE_STEP void row_pv_fold(const sim_ctx *c, const tile_scratch *t, int64_t i, i
             for (int64_t d = 0; d < D; ++d) oe[d] += w * (double)er[d];
         }
     }
-    if (quad) {
-        /* the previous blocks' mean terms in this block's accumulator, each
-         * quad partial FP16-split at this block's scale.  Paired (numerics.h,
-         * "the paired mean restore"): blocks kb-2 and kb-1 for even kb >= 2,
-         * block kb-2's partial kept as alpha_{kb-1} r (float) one block ago.
-         * Single (plain ExpCast): block kb-1, every block. */
-        const int pairs = c->restore_pairs;
-        if (pairs ? pend->mu_first && (kb & 1) == 0 : pend->mu_second != NULL) {
-            double s0 = 0.0, s1 = 0.0;
-            for (int q = 0; q < 4; ++q) {
-                if (pairs) s0 += vc_rowsum_f16_split((float)alpha * pend->kept[q]);
-                s1 += vc_rowsum_f16_split((float)((float)alpha * (float)pend->rprev[q]));
+    if (quad && c->restore_group) {
+        /* grouped (numerics.h): the open group's coefficients move to this
+         * block's scale, block kb-1 joins them, and when it closes its group
+         * (or this is the last block) the group rides in this accumulator */
+        float *cf = pend->coef;
+        for (int s = 0; s < VC_RESTORE_GROUP; ++s) cf[s] = (float)alpha * cf[s];
+        if (kb >= 1) {
+            const int64_t b = kb - 1, g0 = b - b % VC_RESTORE_GROUP;
+            cf[b % VC_RESTORE_GROUP] = (float)alpha * (float)pend->rlast;
+            const int closes = b % VC_RESTORE_GROUP == VC_RESTORE_GROUP - 1;
+            if (closes || kb == c->hd.nblk - 1) {
+                for (int64_t d = 0; d < D; ++d) {
+                    double sum = 0.0;
+                    for (int64_t s = 0; s <= b - g0; ++s)
+                        sum += (double)vc_rowsum_f16_split(cf[s]) * c->hd.mu[(g0 + s) * D + d];
+                    acc[d] = R(c, acc[d] + sum);
+                }
+                if (closes)
+                    for (int s = 0; s < VC_RESTORE_GROUP; ++s) cf[s] = 0.0f;
             }
-            for (int64_t d = 0; d < D; ++d)
-                acc[d] = pairs ? R(c, acc[d] + (s0 * pend->mu_first[d] + s1 * pend->mu_second[d]))
-                               : R(c, acc[d] + s1 * pend->mu_second[d]);
         }
         for (int64_t d = 0; d < D; ++d) o[d] = R(c, alpha * o[d] + acc[d]);
-        /* paired: block kb-1 opens the next pair when kb is odd: keep alpha_kb r */
-        if (pairs && (kb & 1))
-            for (int q = 0; q < 4; ++q) pend->kept[q] = (float)((float)alpha * (float)pend->rprev[q]);
+        pend->rlast = r;
+    } else if (quad) {
+        /* single (plain ExpCast): block kb-1's mean term in this block's
+         * accumulator, each quad partial FP16-split at this block's scale */
+        if (pend->mu_prev != NULL) {
+            double s1 = 0.0;
+            for (int q = 0; q < 4; ++q) s1 += vc_rowsum_f16_split((float)((float)alpha * (float)pend->rprev[q]));
+            for (int64_t d = 0; d < D; ++d) acc[d] = R(c, acc[d] + s1 * pend->mu_prev[d]);
+        }
+        for (int64_t d = 0; d < D; ++d) o[d] = R(c, alpha * o[d] + acc[d]);
         for (int q = 0; q < 4; ++q) pend->rprev[q] = rt[q];
     } else {
         for (int64_t d = 0; d < D; ++d) o[d] = R(c, R(c, alpha * o[d] + R(c, acc[d])) + r * mu[d]);
     }
 }
 
-/* With the quad partials: the mean terms still pending after the last fold
- * on the CUDA cores (paired, an even block count: the kept first block of the
- * last pair, then the last block), and l from its partials,
- * (l0 + l1) + (l2 + l3). */
+/* The kernel-like pipeline's end: the last block's mean term, pending after
+ * the last fold, on the CUDA cores (single: the quad's FP16-split partials
+ * summed (s0 + s1) + (s2 + s3); grouped: split(r)), and single's l from its
+ * partials, (l0 + l1) + (l2 + l3). */
 static double quad_split_sum(const float *r4) {
     const float s01 = vc_rowsum_f16_split(r4[0]) + vc_rowsum_f16_split(r4[1]);
     const float s23 = vc_rowsum_f16_split(r4[2]) + vc_rowsum_f16_split(r4[3]);
     return (double)(s01 + s23);
 }
 
-TILE_STEP void quad_finish(const sim_ctx *c, const tile_scratch *t, int64_t nsel, int64_t nblk, const double *mu_prev,
-                           const double *mu_last, const mean_pending *pend, double (*l4)[4], double *l) {
+TILE_STEP void quad_finish(const sim_ctx *c, const tile_scratch *t, int64_t nsel, const double *mu_last,
+                           const mean_pending *pend, double (*l4)[4], double *l) {
     const int64_t D = c->p->head_dim;
     for (int64_t i = 0; i < nsel; ++i) {
         double *o = t->o + i * D;
-        if (c->restore_pairs && (nblk & 1) == 0) {
-            const double sk = quad_split_sum(pend[i].kept);
-            for (int64_t d = 0; d < D; ++d) o[d] = R(c, o[d] + sk * mu_prev[d]);
+        if (c->restore_group) {
+            const double sr = (double)vc_rowsum_f16_split((float)pend[i].rlast);
+            for (int64_t d = 0; d < D; ++d) o[d] = R(c, o[d] + sr * mu_last[d]);
+            continue; /* l: the row's own, folded as it went */
         }
         float r4[4];
         for (int q = 0; q < 4; ++q) r4[q] = (float)pend[i].rprev[q];
@@ -479,25 +495,29 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
 
     double m[VC_TILE_Q], l[VC_TILE_Q], cq[VC_TILE_Q];
     const float descent = vc_blockmax_descent(hd->nblk);
-    /* The quantized pipeline follows the kernel (src/cuda/attention/): the
-     * row sum of the quantized P comes in 4 partials r_t (the 32 keys of
-     * quad thread t, two 16-key tensor-core sums), l is kept as 4 partials
-     * summed (l0 + l1) + (l2 + l3) at the end, and the mean terms of blocks
-     * 2j and 2j+1 (sum_t split(c r_t)) mu ride together in block 2j+2's P V
-     * accumulator; those still pending go into O after the last fold. */
+    /* The quantized pipeline follows the kernel (src/cuda/attention/).
+     * Grouped: each block's row sum r of the quantized P is one sum, l is
+     * folded with it, and the mean terms of blocks 8g..8g+7 (split(c_b) mu_b)
+     * ride together in block 8g+8's P V accumulator.  Single (plain
+     * ExpCast): r comes in 4 partials r_t (the 32 keys of quad thread t, two
+     * 16-key tensor-core sums), l is kept as 4 partials summed
+     * (l0 + l1) + (l2 + l3) at the end, and block kb-1's term rides in block
+     * kb's accumulator.  The last block's term goes into O after the last
+     * fold. */
     const int quad = c->fp32_pipeline && cfg->rowsum_from_quantized_p;
+    const int group_floor = quad && c->restore_group && cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX;
     double l4[VC_TILE_Q][4];
     mean_pending pend[VC_TILE_Q];
-    const double *mu_prev = NULL, *mu_prev2 = NULL;
+    const double *mu_prev = NULL;
     for (int64_t i = 0; i < nsel; ++i) {
         m[i] = -INFINITY;
         l[i] = 0.0;
         cq[i] = R(c, (double)c->sml2e * qscale[i]);
-        for (int q = 0; q < 4; ++q) {
-            l4[i][q] = pend[i].rprev[q] = 0.0;
-            pend[i].kept[q] = 0.0f;
-        }
-        pend[i].mu_first = pend[i].mu_second = NULL;
+        for (int q = 0; q < 4; ++q) l4[i][q] = pend[i].rprev[q] = 0.0;
+        for (int s = 0; s < VC_RESTORE_GROUP; ++s) pend[i].coef[s] = 0.0f;
+        pend[i].rlast = 0.0;
+        pend[i].G = 0.0f;
+        pend[i].mu_prev = NULL;
     }
     memset(t.o, 0, sizeof(double) * (size_t)(128 * D));
     memset(t.oe, 0, sizeof(double) * (size_t)(128 * D));
@@ -526,6 +546,13 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
                 /* numerics.h: the block's own max, falling at most d per block
                  * (FP32, as the kernel) */
                 m_new = vc_blockmax_scale((float)m[i], descent, (float)bmax);
+                if (group_floor) {
+                    /* the grouped restore's floor in the blocks a group rides in */
+                    const int opens = kb % VC_RESTORE_GROUP == 0;
+                    if ((opens && kb >= VC_RESTORE_GROUP) || (kb == hd->nblk - 1 && kb >= 1))
+                        m_new = vc_blockmax_group_floor((float)m_new, pend[i].G);
+                    pend[i].G = opens ? (float)m_new : fmaxf(pend[i].G, (float)m_new);
+                }
             } else {
                 m_new = fmax(m[i], bmax);
             }
@@ -533,9 +560,8 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
             double *pq = t.pq;
             double lsum = row_p(c, tt, cc, sd, nvalid, m_new, pq);
             double rt[4] = {0.0, 0.0, 0.0, 0.0};
-            double r = row_sum_fold(c, pq, nvalid, alpha, lsum, quad, l4[i], &l[i], rt);
-            pend[i].mu_first = mu_prev2;
-            pend[i].mu_second = mu_prev;
+            double r = row_sum_fold(c, pq, nvalid, alpha, lsum, quad && !c->restore_group, l4[i], &l[i], rt);
+            pend[i].mu_prev = mu_prev;
             row_pv_fold(c, &t, i, kb, pq, nvalid, alpha, r, vq, vqf, ve, mu, quad, &pend[i], rt);
             if (want_tv) {
                 float *ps = t.pstore + i * keys;
@@ -544,10 +570,9 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
             }
             m[i] = m_new;
         }
-        mu_prev2 = mu_prev;
         mu_prev = mu;
     }
-    if (quad) quad_finish(c, &t, nsel, hd->nblk, mu_prev2, mu_prev, pend, l4, l);
+    if (quad) quad_finish(c, &t, nsel, mu_prev, pend, l4, l);
 
     tile_epilogue(c, &t, &tr, m, l, want_tv, keys);
 }

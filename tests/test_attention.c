@@ -1013,6 +1013,43 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
     problem_free(&pr);
 }
 
+/* The grouped mean restore (numerics.h) carries a block's row sum r, times
+ * the alphas up to the block its group rides in, as an FP16 coefficient.  A
+ * staircase falling 1 octave per block (d = 1 for 16 blocks) with every key
+ * of a block at its block's level (r = 128 x 256, the largest) would take
+ * block 0's coefficient to 2^23 by block 8 without the block-max group floor
+ * (FP16 saturates at 65,504: its mean term ~128x too small, and block 0
+ * holds half the mass).  V has a large common offset, so the mean terms are
+ * most of the output.  Fails when the floor is lost or the coefficient
+ * overflows. */
+TEST(blockmax_grouped_restore_keeps_the_coefficients_in_fp16) {
+    const int64_t Sq = 128, Skv = 2048, D = 64;
+    problem pr = problem_make(1, 1, Sq, Skv, D, 1.0, 0.0, 0.0);
+    test_rng rng = {test_seed()};
+    far_key_queries(&pr, &rng);
+    for (int64_t j = 0; j < Skv; ++j) {
+        for (int64_t d = 1; d < D; ++d) pr.k[j * D + d] = 0.0f;
+        pr.k[j * D] = far_key_k0((double)(j / 128));
+        for (int64_t d = 0; d < D; ++d) pr.v[j * D + d] = (float)(3.0 + 0.3 * test_rng_normal(&rng));
+    }
+    vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
+    CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
+    const vcattn_method methods[2] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
+    double err[2];
+    for (int m = 0; m < 2; ++m) {
+        vcattn_method_config cfg;
+        vcattn_method_config_get(methods[m], &cfg);
+        vcattn_attention_params sim = params_of(&pr, pr.o2, NULL);
+        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+        vcattn_fidelity f;
+        vcattn_fidelity_compare(pr.o, pr.o2, Sq * D, &f);
+        err[m] = f.rel_l2;
+    }
+    if (measuring()) printf("    M staircase of equal blocks: vsmooth-8bit %.4g blockmax %.4g\n", err[0], err[1]);
+    CHECK_MSG(err[1] < 2.0 * err[0] + 2e-3, "blockmax %g vs the exp path %g", err[1], err[0]);
+    problem_free(&pr);
+}
+
 /* ExpCast writes 0 for keys more than ~15.7 octaves below the row max; on
  * long rows that hold real mass there, the dropped mass is a bias.  A row
  * whose first key is the max and whose other keys sit 13-19 octaves below it

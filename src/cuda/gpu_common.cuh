@@ -24,6 +24,7 @@ struct vc_prep_args {
     const int32_t *perm; /* NULL: identity */
     int H, Sq, Skv, D, sq_pad, skv_pad, nkb, nchunk;
     int v_smooth;
+    int mean_grouped;    /* v_mean_tc in the grouped restore's layout (attention/restore.cuh) */
     float sm;            /* softmax scale (for q . km) */
     int8_t *q_codes;
     float *q_scale, *q_km;

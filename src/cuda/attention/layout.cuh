@@ -11,14 +11,16 @@
  *   V^T ring      STAGES x 136 rows x 128 B (E4M3 codes; rows 128..135 hold
  *                 E4M3 ones so that the P V product also yields r, the row
  *                 sum of the quantized P, in accumulator columns 128..135)
- *   means ring    MU_SLOTS x (128 channels x 16 B + 8 zero rows): each
- *                 block's FP16 means, the B operand of the restore
+ *   means ring    MU_SLOTS x (128 channels x 16 B + 8 zero rows): the FP16
+ *                 means, the B operand of the restore (single: one block per
+ *                 slot; grouped: a group of 8 blocks per two slots)
  *   K scales      STAGES x 4 floats (one per 32-key column group)
- *   kept r        256 consumer threads x 2 floats: the scaled row-sum
- *                 partials of a restore pair's first block, from one turn to
- *                 the next (restore.cuh; in registers they spilled)
+ *   kept          256 consumer threads x 32 B: the grouped restore's pending
+ *                 coefficients and the block-max group floor's G, from one
+ *                 turn to the next (restore.cuh; in registers they spilled)
  *   mbarriers */
 #pragma once
+#include "numerics.h"
 
 #define VC_ATT_THREADS 384
 #define VC_ATT_STAGES 4
@@ -27,13 +29,16 @@
 #define VC_ATT_MU_BYTES 2048                 /* a block's means: 128 channels x 16 B */
 #define VC_ATT_MU_SLOT 2176                  /* + 8 zero rows: B rows 128..135 of the n136 restore */
 #define VC_ATT_MU_SLOTS 8                    /* means ring: 2 x the V^T stages (see the producer) */
+#define VC_ATT_RESTORE_GROUP ((unsigned)VC_RESTORE_GROUP) /* blocks per grouped restore (numerics.h) */
+#define VC_ATT_MU_GROUP_SLOTS 4u             /* grouped: 4 slots of 2 x 2176 B (a group's means) */
+#define VC_ATT_KEEP_BYTES 32                 /* per consumer thread: 4 pending coefficients, G[2] */
 #define VC_ATT_OFF_Q 0
 #define VC_ATT_OFF_K 16384
 #define VC_ATT_OFF_V (VC_ATT_OFF_K + VC_ATT_STAGES * VC_ATT_K_BYTES)
 #define VC_ATT_OFF_MU (VC_ATT_OFF_V + VC_ATT_STAGES * VC_ATT_V_BYTES)
 #define VC_ATT_OFF_KS (VC_ATT_OFF_MU + VC_ATT_MU_SLOTS * VC_ATT_MU_SLOT) /* 4 K scales per stage */
-#define VC_ATT_OFF_KEEP (VC_ATT_OFF_KS + VC_ATT_STAGES * 16) /* 8 B per consumer thread */
-#define VC_ATT_OFF_BAR (VC_ATT_OFF_KEEP + 256 * 8)
+#define VC_ATT_OFF_KEEP (VC_ATT_OFF_KS + VC_ATT_STAGES * 16) /* VC_ATT_KEEP_BYTES per consumer thread */
+#define VC_ATT_OFF_BAR (VC_ATT_OFF_KEEP + 256 * VC_ATT_KEEP_BYTES)
 #define VC_ATT_SMEM (VC_ATT_OFF_BAR + 256 + 1024)
 #define VC_ATT_BAR_WG0 1 /* named barrier a consumer WG waits on before its turn (+1: the other WG) */
 #define VC_ATT_E4M3_ONE 0x38u

@@ -3,8 +3,8 @@
  * (ping-pong), fold each block's product into O, release ring stages.
  *
  * One turn of a consumer WG issues P_{kb-1} V_{kb-1} (+ the mean restore:
- * in odd turns that of blocks kb-3 and kb-2, or every turn that of block
- * kb-2 for plain ExpCast; restore.cuh) and then S_kb, hands the tensor cores to
+ * in turns kb = 9, 17, ... that of the group of blocks kb-9..kb-2, or every
+ * turn that of block kb-2 for plain ExpCast; restore.cuh) and then S_kb, hands the tensor cores to
  * the other WG, folds block kb-1 into O while S_kb runs, and runs the softmax
  * of S_kb (softmax.cuh).  The first turn (S_0 only) and the last (P V of the
  * last block only) are peeled.
@@ -61,16 +61,19 @@ __device__ __forceinline__ void vc_att_fence_acc(vc_att_consumer &cs) {
     for (int i = 0; i < 68; ++i) wgmma_fence_operand(cs.acc[i]);
 }
 
-/* Fold block kb: O = al O + acc, l = al l + r_t (or + ls for sage2, both
- * per-thread partials); r_t is kept for the restore.  Releases block kb's
+/* Fold block kb: O = al O + acc, l = al l + r (grouped: the row's r; single:
+ * the thread's partial r_t; sage2: its partial ls); r is kept for the
+ * restore.  Releases block kb's
  * V^T stage (its means stay in the means ring). */
-template <bool V_SMOOTH>
+template <bool V_SMOOTH, bool GROUPED>
 __device__ __forceinline__ void vc_att_fold(vc_att_consumer &cs, uint64_t *empty_v, unsigned kb, const float (&al)[2],
                                             const float (&ls)[2]) {
     float r[2];
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-        if (V_SMOOTH) {
+        if (GROUPED) {
+            r[hh] = cs.acc[64 + 2 * hh]; /* all-ones rows: the row's r */
+        } else if (V_SMOOTH) {
             r[hh] = cs.acc[64 + 2 * hh] + cs.acc[65 + 2 * hh]; /* this thread's 32 keys */
         } else {
             r[hh] = 0.0f;
@@ -125,14 +128,14 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
         vc_att_softmax<MODE, true, DIRECT>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA, cs.rprev,
-                                   kb, smem);
+                                   kb, nkb, smem);
     } else {
         wgmma_wait<0>();
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
         vc_att_softmax<MODE, false, DIRECT>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
-                                    cs.rprev, kb, smem);
+                                    cs.rprev, kb, nkb, smem);
     }
 }
 
@@ -141,7 +144,7 @@ template <int MODE, bool DIRECT>
 __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_att_barriers &b, const vc_att_descs &d,
                                                 const uint8_t *smem, uint32_t sks, float cq, int cw, int nkb,
                                                 int tail_valid, int t, float descent) {
-    constexpr bool kVs = MODE != VC_MODE_SAGE2, kPairs = vc_att_pairs<MODE>();
+    constexpr bool kVs = MODE != VC_MODE_SAGE2, kGrouped = vc_att_grouped<MODE>();
     /* ---- first turn: S_0 ---- */
     {
         mbarrier_wait(&b.full_k[0], 0);
@@ -152,21 +155,22 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         vc_att_prepare_next(b, 0, nkb);
         vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent, smem);
     }
-    /* steady state: P_{kb-1} V_{kb-1}, in odd turns from kb = 3 on the
-     * restore of the pair (kb-3, kb-2) (restore.cuh), then S_kb; fold block
+    /* steady state: P_{kb-1} V_{kb-1}, in turns kb = 9, 17, ... the restore
+     * of the group kb-9..kb-2 (restore.cuh), then S_kb; fold block
      * kb-1 under S_kb.  Group 1 (P V + restore) has completed (wait 1) before
      * the fold touches acc and O. */
     for (unsigned kb = 1; kb < (unsigned)nkb; ++kb) {
         const unsigned st = kb & (VC_ATT_STAGES - 1), pst = (kb - 1) & (VC_ATT_STAGES - 1);
-        /* paired: the pair's first slot (even), the restore in odd turns
-         * from kb = 3 on; single: block kb-2's slot (RA = 0 at kb = 1).
-         * Branch-free: a branch between two wgmma makes ptxas inject a
-         * warpgroup.arrive (C7519) */
-        const unsigned mst = (kPairs ? max(kb, 3u) - 3 : max(kb, 2u) - 2) & (VC_ATT_MU_SLOTS - 1);
-        const int restore = (kb & 1u) && kb >= 3u;
+        /* grouped: the slot of group (kb - 9) / 8 (blocks kb-9 .. kb-2), the
+         * restore in turns kb = 9, 17, 25, ...; single: block kb-2's slot
+         * (RA = 0 at kb = 1).  Branch-free: a branch between two wgmma makes
+         * ptxas inject a warpgroup.arrive (C7519) */
+        const unsigned mst = kGrouped ? 2u * (((kb >> 3) - 1u) & (VC_ATT_MU_GROUP_SLOTS - 1u))
+                                      : (max(kb, 2u) - 2) & (VC_ATT_MU_SLOTS - 1);
+        const int restore = (kb & (VC_ATT_RESTORE_GROUP - 1u)) == 1u && kb >= VC_ATT_RESTORE_GROUP + 1u;
         vc_att_begin_turn(cw);
         vc_att_issue_pv<kVs>(cs, d, pst);
-        if (kVs) vc_att_issue_restore<kPairs>(cs, d.mu0, mst, restore);
+        if (kVs) vc_att_issue_restore<kGrouped>(cs, d.mu0, mst, restore);
         wgmma_commit();
         vc_att_issue_s(cs, d, st);
         wgmma_commit();
@@ -175,25 +179,26 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         wgmma_wait<1>();
         vc_att_fence_acc(cs);
         __syncwarp();
-        vc_att_fold<kVs>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
+        vc_att_fold<kVs, kGrouped>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
         vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, smem);
-        if (kVs && !kPairs) vc_att_make_ra_single(cs, cs.alpha); /* block kb-1's term rides in block kb's acc */
+        if (kVs && !kGrouped) vc_att_make_ra_single(cs, cs.alpha); /* block kb-1's term rides in block kb's acc */
     }
-    /* ---- last turn: P V of the last block (+ paired: the restore of the pair
-     * before it when nkb is odd; single: of the block before it), then the
-     * pending mean terms on their own ---- */
+    /* ---- last turn: P V of the last block (+ grouped: the restore of the
+     * group of block nkb-2, complete or not; single: of block nkb-2), then
+     * the last block's mean term on its own ---- */
     {
         const unsigned pst = (unsigned)(nkb - 1) & (VC_ATT_STAGES - 1),
-                       mst = (unsigned)max(nkb - (kPairs ? 3 : 2), 0) & (VC_ATT_MU_SLOTS - 1);
+                       mst = kGrouped ? 2u * ((((unsigned)max(nkb, 2) - 2u) >> 3) & (VC_ATT_MU_GROUP_SLOTS - 1u))
+                                      : (unsigned)max(nkb - 2, 0) & (VC_ATT_MU_SLOTS - 1);
         vc_att_begin_turn(cw);
         vc_att_issue_pv<kVs>(cs, d, pst);
-        if (kVs) vc_att_issue_restore<kPairs>(cs, d.mu0, mst, (nkb & 1) && nkb >= 3);
+        if (kVs) vc_att_issue_restore<kGrouped>(cs, d.mu0, mst, nkb >= 2);
         wgmma_commit();
         if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, 256);
         wgmma_wait<0>();
         vc_att_fence_acc(cs);
         __syncwarp();
-        vc_att_fold<kVs>(cs, b.empty_v, nkb - 1, cs.alpha, cs.lsum);
-        if (kVs) vc_att_restore_last<kPairs>(cs, smem, nkb, t);
+        vc_att_fold<kVs, kGrouped>(cs, b.empty_v, nkb - 1, cs.alpha, cs.lsum);
+        if (kVs) vc_att_restore_last<kGrouped>(cs, smem, nkb, t);
     }
 }

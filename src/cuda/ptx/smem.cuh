@@ -26,3 +26,13 @@ __device__ __forceinline__ void sts_v2_f32(uint32_t saddr, float x, float y) {
 __device__ __forceinline__ void lds_v2_f32(uint32_t saddr, float &x, float &y) {
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(x), "=f"(y) : "r"(saddr) : "memory");
 }
+/* Four FP32 words, 16-byte aligned, likewise. */
+__device__ __forceinline__ void sts_v4_f32(uint32_t saddr, float x, float y, float z, float w) {
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(saddr), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
+__device__ __forceinline__ void lds_v4_f32(uint32_t saddr, float &x, float &y, float &z, float &w) {
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
+                 : "r"(saddr)
+                 : "memory");
+}
