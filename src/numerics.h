@@ -483,7 +483,7 @@ VC_HD static inline float vc_rowsum_f16_split(float r) {
  * rows (75,600 keys) ExpCast then writes 0 for keys that hold ~1% of the mass
  * (docs/fidelity-analysis.md).  The block-max rule follows the block's own max
  * instead, as far as the pipeline's number ranges allow:
- *     m_n = max(blockmax_n, m_{n-1} - d),   d = min(1, 80 / blocks)
+ *     m_n = max(blockmax_n, m_{n-1} - d),   d = min(1, 64 / blocks)
  * so every block's max still lands at the top code, the scale rises at once
  * and falls at most d per block:
  *   - the grouped V-Smooth restore multiplies a block's row sum r (<= 128
@@ -494,16 +494,17 @@ VC_HD static inline float vc_rowsum_f16_split(float r) {
  *     group's blocks (vc_blockmax_group_floor); the simulation measured it at
  *     -0.02 dB on randn, where d = 1/8 instead had cost 0.28 dB
  *     (docs/kernel-log.md);
- *   - m_n >= (running max) - 80 over the whole row (at most `blocks` steps of
- *     d): O and l, held in the scale m_n, stay within 2^80 of their
- *     running-max values, finite in FP32 for any key count below 2^40.
+ *   - m_n >= (running max) - 64 over the whole row (at most `blocks` steps of
+ *     d): O and l, held in the scale m_n, stay within 2^64 of their
+ *     running-max values, finite in FP32 for any key count below 2^50.
  * No state beyond m; d is one constant per call.  (A floor m_n >= running max
  * - 64 with d = 2 needs two more registers per thread, which the kernel does not
- * have, and measured no more faithful.)  d = 1 changes the codes only below
- * 80 blocks (10,240 keys); there 1 octave per block is still far more than the
- * block maxima of a row move (docs/kernel-log.md). */
+ * have, and measured no more faithful.)  d = 1 holds below 64 blocks (8,192
+ * keys); there 1 octave per block is still far more than the block maxima of
+ * a row move (docs/kernel-log.md).  (The total was 80 until the grouped
+ * restore: 64 lets Wan 720p's 591 blocks skip the group floor.) */
 #define VC_BLOCKMAX_DESCENT 1.0f
-#define VC_BLOCKMAX_TOTAL_DESCENT 80.0f
+#define VC_BLOCKMAX_TOTAL_DESCENT 64.0f
 VC_HD static inline float vc_blockmax_descent(int64_t blocks) {
     const float d = VC_BLOCKMAX_TOTAL_DESCENT / (float)(blocks > 0 ? blocks : 1);
     return d < VC_BLOCKMAX_DESCENT ? d : VC_BLOCKMAX_DESCENT;
@@ -517,6 +518,12 @@ VC_HD static inline float vc_blockmax_scale(float m_prev, float descent, float b
 #define VC_BLOCKMAX_GROUP_FLOOR 0.875f
 VC_HD static inline float vc_blockmax_group_floor(float m, float group_max) {
     return fmaxf(m, group_max - VC_BLOCKMAX_GROUP_FLOOR);
+}
+/* Without the floor a group's 8 alphas reach at most 2^(8d): within the same
+ * 2^0.875 for d <= 7/64, i.e. from 586 blocks (75,000 keys) on, where the
+ * floor is skipped (a per-call constant in the kernel). */
+VC_HD static inline int vc_blockmax_needs_group_floor(float descent) {
+    return descent > VC_BLOCKMAX_GROUP_FLOOR / (float)VC_RESTORE_GROUP;
 }
 
 /* ---- ExpCast's deterministic map, without rounding (error analysis) ---------

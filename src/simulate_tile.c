@@ -505,7 +505,8 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
      * kb's accumulator.  The last block's term goes into O after the last
      * fold. */
     const int quad = c->fp32_pipeline && cfg->rowsum_from_quantized_p;
-    const int group_floor = quad && c->restore_group && cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX;
+    const int group_floor = quad && c->restore_group && cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX &&
+                            vc_blockmax_needs_group_floor(vc_blockmax_descent(hd->nblk));
     double l4[VC_TILE_Q][4];
     mean_pending pend[VC_TILE_Q];
     const double *mu_prev = NULL;

@@ -137,4 +137,4 @@
     {"scales_v_channel", 0x95b3d7d4fc48d2c0ull},
     {"scales_nvfp4", 0xb145207d8b1f6aa6ull},
     {"rowsum_f16_split", 0x22e4ee695110100aull},
-    {"blockmax_scale", 0xa6784a23874dfba3ull},
+    {"blockmax_scale", 0xb28b825e2a70f833ull},

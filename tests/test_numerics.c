@@ -336,9 +336,15 @@ TEST(v_channel_scale_any_magnitude) {
  * finite), and follows the block's max whenever that bound allows. */
 TEST(blockmax_scale_bounds) {
     test_rng rng = {test_seed()};
-    CHECK(exp2(2.0 * (double)VC_BLOCKMAX_DESCENT) * 32.0 * 448.0 <= 65504.0);
+    /* the grouped restore's FP16 coefficient: a block's r (<= 128 keys x 256) times at most
+     * 2^0.875, with the group floor or with d <= 7/64 (numerics.h) */
+    CHECK(exp2((double)VC_BLOCKMAX_GROUP_FLOOR) * 128.0 * 256.0 <= 65504.0);
     CHECK(vc_blockmax_descent(1) == VC_BLOCKMAX_DESCENT && vc_blockmax_descent(40) == VC_BLOCKMAX_DESCENT);
-    CHECK(vc_blockmax_descent(591) > 0.13f && vc_blockmax_descent(591) < 0.14f); /* Wan 720p */
+    CHECK(vc_blockmax_descent(591) > 0.10f && vc_blockmax_descent(591) < 0.11f); /* Wan 720p */
+    CHECK(!vc_blockmax_needs_group_floor(vc_blockmax_descent(591)) && vc_blockmax_needs_group_floor(vc_blockmax_descent(64)));
+    for (int nb = 1; nb < 4000; ++nb)
+        if (!vc_blockmax_needs_group_floor(vc_blockmax_descent(nb)))
+            CHECK(8.0 * (double)vc_blockmax_descent(nb) <= (double)VC_BLOCKMAX_GROUP_FLOOR);
     const int blocks[4] = {1, 7, 64, 1000};
     for (int walk = 0; walk < 200; ++walk) {
         const int nb = blocks[walk % 4];

@@ -64,7 +64,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
     /* the block-max scale's group floor (numerics.h, "the grouped mean
      * restore"): in the block a group's restore rides in, m_n >= G - 7/8,
      * G the largest scale of the group's blocks (kept in shared memory) */
-    constexpr bool kFloor = MODE == VC_MODE_EXPCAST_BLOCKMAX;
+    const bool kFloor = MODE == VC_MODE_EXPCAST_BLOCKMAX && vc_blockmax_needs_group_floor(descent); /* per call */
     float G[2] = {0.0f, 0.0f};
     const uint32_t gaddr = vc_att_keep_addr(smem) + 16u;
     if (kFloor) lds_v2_f32(gaddr, G[0], G[1]);
