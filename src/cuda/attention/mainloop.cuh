@@ -119,7 +119,7 @@ __device__ __forceinline__ void vc_att_prepare_next(const vc_att_barriers &b, un
 template <int MODE, bool DIRECT>
 __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_att_barriers &b, uint32_t sks, float cq,
                                                 unsigned kb, int nkb, int tail_valid, int t, float a_descent,
-                                                const uint8_t *smem) {
+                                                const float (&G)[2], const uint8_t *smem) {
     const unsigned st = kb & (VC_ATT_STAGES - 1);
     const float c = cq * lds_f32(sks + 16 * st); /* before the stage is released */
     if (kb == (unsigned)nkb - 1 && tail_valid < VC_BLOCK_K) {
@@ -128,14 +128,14 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
         vc_att_softmax<MODE, true, DIRECT>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA, cs.rprev,
-                                   kb, nkb, smem);
+                                   kb, nkb, G, smem);
     } else {
         wgmma_wait<0>();
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
         vc_att_softmax<MODE, false, DIRECT>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
-                                    cs.rprev, kb, nkb, smem);
+                                    cs.rprev, kb, nkb, G, smem);
     }
 }
 
@@ -153,7 +153,8 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         wgmma_commit();
         vc_att_end_issue(cw);
         vc_att_prepare_next(b, 0, nkb);
-        vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent, smem);
+        const float G0[2] = {0.0f, 0.0f}; /* no floor in block 0 */
+        vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent, G0, smem);
     }
     /* steady state: P_{kb-1} V_{kb-1}, in turns kb = 9, 17, ... the restore
      * of the group kb-9..kb-2 (restore.cuh), then S_kb; fold block
@@ -180,7 +181,10 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         vc_att_fence_acc(cs);
         __syncwarp();
         vc_att_fold<kVs, kGrouped>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
-        vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, smem);
+        float G[2] = {0.0f, 0.0f};
+        if (MODE == VC_MODE_EXPCAST_BLOCKMAX && vc_blockmax_needs_group_floor(descent))
+            vc_att_group_max(G, cs.m, kb - 1, smem); /* m: block kb-1's scale */
+        vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, G, smem);
         if (kVs && !kGrouped) vc_att_make_ra_single(cs, cs.alpha); /* block kb-1's term rides in block kb's acc */
     }
     /* ---- last turn: P V of the last block (+ grouped: the restore of the

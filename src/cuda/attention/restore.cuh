@@ -135,6 +135,20 @@ __device__ __forceinline__ void vc_att_make_ra_single(vc_att_consumer &cs, const
     for (int hh = 0; hh < 2; ++hh) cs.RA[hh] = vc_att_f16_split(sc[hh] * cs.rprev[hh]);
 }
 
+/* The block-max group floor's G after block b (numerics.h): the largest
+ * scale m of the open group's blocks, b included (G restarts with each
+ * group's first block).  Called in the fold of block b, off the softmax's
+ * path; G lives in shared memory between turns (in registers it spilled).
+ * The softmax of block b + 1 floors its scale with it. */
+__device__ __forceinline__ void vc_att_group_max(float (&G)[2], const float (&m)[2], unsigned b, const uint8_t *smem) {
+    const uint32_t gaddr = vc_att_keep_addr(smem) + 16u;
+    lds_v2_f32(gaddr, G[0], G[1]);
+    const bool opens = (b & (VC_ATT_RESTORE_GROUP - 1u)) == 0u;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) G[hh] = opens ? m[hh] : fmaxf(G[hh], m[hh]);
+    sts_v2_f32(gaddr, G[0], G[1]);
+}
+
 /* The mean term still pending after the last fold, once, on the CUDA cores
  * (O as a wgmma accumulator would need registers the pipeline does not
  * have): the last block (grouped: with its full r; single: the quad's

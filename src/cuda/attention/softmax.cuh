@@ -59,17 +59,15 @@ template <int MODE, bool TAIL, bool DIRECT>
 __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, int nvalid, int t, float (&m)[2],
                                                float (&alpha)[2], float (&lsum)[2], float descent,
                                                uint32_t (&P)[4][4], uint32_t (&RA)[4], const float (&rprev)[2],
-                                               unsigned kb, int nkb, const uint8_t *smem) {
+                                               unsigned kb, int nkb, const float (&G)[2], const uint8_t *smem) {
     float bias[2];
     /* the block-max scale's group floor (numerics.h, "the grouped mean
      * restore"): in the block a group's restore rides in, m_n >= G - 7/8,
-     * G the largest scale of the group's blocks (kept in shared memory) */
+     * G the largest scale of the group's blocks (vc_att_group_max, updated in
+     * the fold before this softmax) */
     const bool kFloor = MODE == VC_MODE_EXPCAST_BLOCKMAX && vc_blockmax_needs_group_floor(descent); /* per call */
-    float G[2] = {0.0f, 0.0f};
-    const uint32_t gaddr = vc_att_keep_addr(smem) + 16u;
-    if (kFloor) lds_v2_f32(gaddr, G[0], G[1]);
-    const bool opens = (kb & (VC_ATT_RESTORE_GROUP - 1u)) == 0u;
-    const bool floor_here = (opens && kb >= VC_ATT_RESTORE_GROUP) || (kb == (unsigned)nkb - 1u && kb >= 1u);
+    const bool floor_here = ((kb & (VC_ATT_RESTORE_GROUP - 1u)) == 0u && kb >= VC_ATT_RESTORE_GROUP) ||
+                            (kb == (unsigned)nkb - 1u && kb >= 1u);
     const float c8 = 8.0f * c; /* exact */
     /* ExpCast reads the INT32 score s as the float M + s (M = 1.5 * 2^23: an
      * integer add on the bit pattern, exact for |s| < 2^22, so no I2F on the
@@ -90,10 +88,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         float m_new = MODE == VC_MODE_EXPCAST_BLOCKMAX ? vc_blockmax_scale(m[hh], descent, tm)
                       : VC_MODE_IS_EXPCAST(MODE)    ? fmaxf(m[hh], tm)
                                                     : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
-        if (kFloor) {
-            if (floor_here) m_new = vc_blockmax_group_floor(m_new, G[hh]);
-            G[hh] = opens ? m_new : fmaxf(G[hh], m_new);
-        }
+        if (kFloor && floor_here) m_new = vc_blockmax_group_floor(m_new, G[hh]);
         alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
         if (VC_MODE_IS_EXPCAST(MODE)) {
             bias[hh] = vc_expcast_bias(bpre, m_new); /* one fma after the max */
@@ -103,7 +98,6 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         m[hh] = m_new;
         lsum[hh] = 0.0f;
     }
-    if (kFloor) sts_v2_f32(gaddr, G[0], G[1]);
     /* a[kk][2i + hh] = row g + 8hh, keys 32kk + 16i + {2t, 2t+1, 8+2t, 9+2t} */
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
