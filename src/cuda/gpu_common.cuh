@@ -34,7 +34,7 @@ struct vc_prep_args {
     uint8_t *v_codes;
     float *v_scale;
     float *v_mean; /* FP16-rounded means / channel scale, stored as FP32 */
-    uint4 *v_mean_tc; /* the same means as kernel 5's restore operand: mu x 8 per channel */
+    uint4 *v_mean_tc; /* the restore's B operand: mu x 8 per channel, or grouped (vcattn.h) */
     float *v_block_mean, *v_amax; /* v_amax: (BH, 2, 128): residual amax, mean amax */
 };
 
