@@ -37,7 +37,7 @@ grep -q "head dimension" "$tmp/err" && ok "head-dim error says why" || bad "head
 
 # numerics: the ExpCast facts
 expect_rc 0 "numerics --json" "$cli" numerics --json --samples 20000
-for key in agree_share max_code_diff ratio_min ratio_max row_tv_bound cut_octaves tail_mass_ratio blockmax total_descent_max restore_operand_max; do
+for key in agree_share max_code_diff ratio_min ratio_max row_tv_bound cut_octaves tail_mass_ratio blockmax total_descent_max group_floor restore_coefficient_max restore_operand_max; do
     grep -q "\"$key\"" "$tmp/out" && ok "numerics key $key" || bad "numerics key $key"
 done
 

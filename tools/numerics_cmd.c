@@ -60,16 +60,22 @@ int vc_cmd_numerics(int argc, char **argv) {
     /* the block-max scale (vsmooth-expcast-blockmax-8bit): its descent per block for
      * typical key counts and the bounds it keeps (numerics.h) */
     static const int64_t keys[5] = {8192, 9600, 32760, 75600, 118800};
-    double bm_d[5], bm_alpha[5], bm_total[5];
+    double bm_d[5], bm_alpha[5], bm_total[5], bm_coef[5];
+    int bm_floor[5];
     for (int i = 0; i < 5; ++i) {
         const int64_t blocks = (keys[i] + VC_BLOCK_K - 1) / VC_BLOCK_K;
         bm_d[i] = (double)vc_blockmax_descent(blocks);
         bm_alpha[i] = exp2(bm_d[i]);
         bm_total[i] = bm_d[i] * (double)blocks;
+        /* the grouped V-Smooth restore's FP16 coefficient: a block's row sum (128 keys at
+         * the top code, 256) times the alphas up to the block its group rides in, at most
+         * 2^(8d), or 2^(7/8) where the group floor holds it (numerics.h) */
+        bm_floor[i] = vc_blockmax_needs_group_floor((float)bm_d[i]);
+        const double growth = bm_floor[i] ? (double)VC_BLOCKMAX_GROUP_FLOOR : (double)VC_RESTORE_GROUP * bm_d[i];
+        bm_coef[i] = exp2(growth) * 128.0 * VC_EXPCAST_P_SCALE;
     }
-    /* the largest FP16 operand of the paired V-Smooth restore: two alphas x a quad
-     * thread's row-sum partial (32 keys at the top code: 256 for ExpCast) */
-    const double restore_max = exp2(2.0 * (double)VC_BLOCKMAX_DESCENT) * 32.0 * VC_EXPCAST_P_SCALE;
+    double restore_max = 0.0;
+    for (int i = 0; i < 5; ++i) restore_max = bm_coef[i] > restore_max ? bm_coef[i] : restore_max;
     if (json) {
         printf("{\"beta\": %.4f, \"agree_share\": %.6f, \"max_code_diff\": %d, \"ratio_min\": %.6f, "
                "\"ratio_max\": %.6f, \"row_tv_bound\": %.6f, \"samples_per_doubling\": %lld, "
@@ -77,13 +83,15 @@ int vc_cmd_numerics(int argc, char **argv) {
                "\"tail_mass_ratio\": [%.4f, %.4f, %.4f], \"slope\": %.10g, \"offset\": %.4g}, "
                "\"blockmax\": {\"keys\": [%lld, %lld, %lld, %lld, %lld], \"descent\": [%.5f, %.5f, %.5f, %.5f, %.5f], "
                "\"alpha_max\": [%.4f, %.4f, %.4f, %.4f, %.4f], \"total_descent_max\": [%.2f, %.2f, %.2f, %.2f, %.2f], "
+               "\"group_floor\": [%d, %d, %d, %d, %d], \"restore_coefficient_max\": [%.0f, %.0f, %.0f, %.0f, %.0f], "
                "\"restore_operand_max\": %.0f, \"fp16_max\": 65504}}\n",
                f.beta, f.agree_share, f.max_code_diff, f.ratio_min, f.ratio_max, f.row_tv_bound,
                (long long)samples, tf.cut_octaves[0], tf.cut_octaves[1], tf.cut_octaves[2], tf.tail_mass_ratio[0],
                tf.tail_mass_ratio[1], tf.tail_mass_ratio[2], tf.slope, tf.offset, (long long)keys[0],
                (long long)keys[1], (long long)keys[2], (long long)keys[3], (long long)keys[4], bm_d[0], bm_d[1],
                bm_d[2], bm_d[3], bm_d[4], bm_alpha[0], bm_alpha[1], bm_alpha[2], bm_alpha[3], bm_alpha[4], bm_total[0],
-               bm_total[1], bm_total[2], bm_total[3], bm_total[4], restore_max);
+               bm_total[1], bm_total[2], bm_total[3], bm_total[4], bm_floor[0], bm_floor[1], bm_floor[2], bm_floor[3],
+               bm_floor[4], bm_coef[0], bm_coef[1], bm_coef[2], bm_coef[3], bm_coef[4], restore_max);
     } else {
         printf("ExpCast-FP8: code = clip[0,120](RNE(8*(u+8) + 56 + beta)), beta = %.2f\n", f.beta);
         printf("  direct code == FP32 exp + RNE cast on   %.1f%% of each doubling (paper: 79.6%%)\n",
@@ -103,10 +111,12 @@ int vc_cmd_numerics(int argc, char **argv) {
         printf("the block-max scale (vsmooth-expcast-blockmax-8bit): m_n = max(blockmax_n, m_{n-1} - d),\n"
                "  d = min(%.0f, %.0f / blocks) log2 units per 128-key block\n",
                (double)VC_BLOCKMAX_DESCENT, (double)VC_BLOCKMAX_TOTAL_DESCENT);
-        printf("  %8s %10s %12s %22s\n", "keys", "d", "alpha <=", "fall over the row <=");
+        printf("  %8s %10s %12s %22s %12s %26s\n", "keys", "d", "alpha <=", "fall over the row <=", "group floor",
+               "restore coefficient <=");
         for (int i = 0; i < 5; ++i)
-            printf("  %8lld %10.5f %12.4f %22.2f\n", (long long)keys[i], bm_d[i], bm_alpha[i], bm_total[i]);
-        printf("  paired restore operand alpha alpha' r <= %.0f (FP16 max 65504)\n", restore_max);
+            printf("  %8lld %10.5f %12.4f %22.2f %12s %26.0f\n", (long long)keys[i], bm_d[i], bm_alpha[i], bm_total[i],
+                   bm_floor[i] ? "m >= G-7/8" : "not needed", bm_coef[i]);
+        printf("  grouped restore: FP16 coefficient of 8 blocks' row sums <= %.0f (FP16 max 65504)\n", restore_max);
     }
     return 0;
 }
