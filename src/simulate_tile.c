@@ -328,8 +328,9 @@ TILE_STEP double row_sum_fold(const sim_ctx *c, const double *pq, int64_t nvalid
 
 /* P V for this block into a fresh accumulator, then one fold into row i's
  * output o (and oe, P_q times the exact V):
- * O = alpha*O + acc + r*mu   (mu = 0 without V-Smooth); with the quad
- * partials the mean terms of the previous two blocks, in pairs (below). */
+ * O = alpha*O + acc + r*mu   (mu = 0 without V-Smooth); in the kernel-like
+ * pipeline the earlier blocks' mean terms ride in acc instead (grouped, or
+ * one block at a time: below). */
 TILE_STEP void row_pv_fold(const sim_ctx *c, const tile_scratch *t, int64_t i, int64_t kb, const double *pq,
                            int64_t nvalid, double alpha, double r, const double *vq, const float *vqf, const float *ve,
                            const double *mu, int quad, mean_pending *pend, const double *rt) {
