@@ -957,6 +957,18 @@ static void errors_vs_exp_path(problem *pr, vcattn_method variant, double err[2]
     free(oexp);
 }
 
+/* rel-L2 of `method`'s simulation (into pr->o2, pr->lse2) against the output
+ * already in pr->o (the FP64 reference). */
+static double sim_rel_l2_vs_o(problem *pr, vcattn_method method) {
+    vcattn_method_config cfg;
+    vcattn_method_config_get(method, &cfg);
+    vcattn_attention_params sim = params_of(pr, pr->o2, pr->lse2);
+    CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    vcattn_fidelity f;
+    vcattn_fidelity_compare(pr->o, pr->o2, pr->Sq * pr->D, &f);
+    return f.rel_l2;
+}
+
 /* The block-max scale (numerics.h): a row whose block 0 holds the max key
  * and whose later blocks sit 13-19 octaves below it, each block's keys within
  * an octave of one another (V unrelated to the max key's).  Against the
@@ -996,13 +1008,7 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
     const vcattn_method stair_methods[2] = {VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
                                             VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
     for (int m = 1; m < 3; ++m) {
-        vcattn_method_config cfg;
-        vcattn_method_config_get(stair_methods[m - 1], &cfg);
-        vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
-        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
-        vcattn_fidelity f;
-        vcattn_fidelity_compare(pr.o, pr.o2, Sq * D, &f);
-        stair[m - 1] = f.rel_l2;
+        stair[m - 1] = sim_rel_l2_vs_o(&pr, stair_methods[m - 1]);
         for (int64_t i = 0; i < Sq * D; ++i) finite &= isfinite(pr.o2[i]);
         for (int64_t i = 0; i < Sq; ++i) finite &= isfinite(pr.lse2[i]);
     }
@@ -1036,15 +1042,7 @@ TEST(blockmax_grouped_restore_keeps_the_coefficients_in_fp16) {
     CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
     const vcattn_method methods[2] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
     double err[2];
-    for (int m = 0; m < 2; ++m) {
-        vcattn_method_config cfg;
-        vcattn_method_config_get(methods[m], &cfg);
-        vcattn_attention_params sim = params_of(&pr, pr.o2, NULL);
-        CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
-        vcattn_fidelity f;
-        vcattn_fidelity_compare(pr.o, pr.o2, Sq * D, &f);
-        err[m] = f.rel_l2;
-    }
+    for (int m = 0; m < 2; ++m) err[m] = sim_rel_l2_vs_o(&pr, methods[m]);
     if (measuring()) printf("    M staircase of equal blocks: vsmooth-8bit %.4g blockmax %.4g\n", err[0], err[1]);
     CHECK_MSG(err[1] < 2.0 * err[0] + 2e-3, "blockmax %g vs the exp path %g", err[1], err[0]);
     problem_free(&pr);
