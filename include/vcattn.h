@@ -117,6 +117,8 @@ typedef enum vcattn_method {
                                                 line for the underflow tail (row max at 448) */
     VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, /* vsmooth-expcast-8bit with each block's P
                                                     against its own max (VCATTN_P_SCALE_BLOCK_MAX) */
+    VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT, /* vsmooth-8bit (exact exp2, E4M3 P) with each block's P
+                                            against its own max: the most faithful 8-bit method */
     VCATTN_METHOD_COUNT
 } vcattn_method;
 
@@ -149,7 +151,8 @@ typedef enum vcattn_p_format {
 
 /* The scale each key block's P is written against (numerics.h, "the block-max
  * P scale"): the running row max of the online softmax, or the block's own max,
- * falling at most 2 log2 units per block (only with P_FORMAT_E4M3 or EXPCAST). */
+ * falling at most d = min(1, 64 / blocks) log2 units per block (only with
+ * P_FORMAT_E4M3, whose block max then sits at 256 instead of 448, or EXPCAST). */
 typedef enum vcattn_p_scale {
     VCATTN_P_SCALE_RUNNING_MAX = 0,
     VCATTN_P_SCALE_BLOCK_MAX

@@ -513,6 +513,14 @@ VC_HD static inline float vc_blockmax_descent(int64_t blocks) {
 VC_HD static inline float vc_blockmax_scale(float m_prev, float descent, float block_max) {
     return fmaxf(m_prev - descent, block_max);
 }
+/* The exp path against the block-max scale (vsmooth-blockmax-8bit): P =
+ * E4M3(2^(t - m_n + 8)), the block's max at 256 as ExpCast's code 120, not at
+ * SageAttention2's 448 (2^8.807): the grouped restore's FP16 coefficient bound
+ * below (r <= 128 x 256 times 2^(7/8)) holds for both block-max methods, where
+ * 448 would reach 105,000.  E4M3 is a floating-point format, so the top value
+ * changes no relative step, only where the subnormal range starts (keys more
+ * than ~14.9 octaves under the block's scale round to 0 instead of ~15.7). */
+#define VC_BLOCKMAX_E4M3_P_LOG2_OFFSET 8.0f
 /* The grouped mean restore's bound (below): in a block that a group's
  * restore rides in, the scale stays within 7/8 of the group's largest G. */
 #define VC_BLOCKMAX_GROUP_FLOOR 0.875f

@@ -80,7 +80,9 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
      * would not fit the FP16 coefficient) and FP32 P restore one block at a time */
     c.restore_group = config->p_format == VCATTN_P_FORMAT_E4M3 || config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ||
                       (config->p_format == VCATTN_P_FORMAT_EXPCAST && config->p_scale == VCATTN_P_SCALE_BLOCK_MAX);
-    c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3    ? VC_SAGE2_P_LOG2_OFFSET
+    c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3 && config->p_scale == VCATTN_P_SCALE_BLOCK_MAX
+                          ? VC_BLOCKMAX_E4M3_P_LOG2_OFFSET
+                      : config->p_format == VCATTN_P_FORMAT_E4M3  ? VC_SAGE2_P_LOG2_OFFSET
                       : config->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE3_P_LOG2_OFFSET
                                                                   : 0.0f;
     c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST        ? log2(VC_EXPCAST_P_SCALE)

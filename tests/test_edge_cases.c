@@ -269,11 +269,12 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     if (ok == VCATTN_STATUS_NOT_BUILT) return;
     CHECK_STATUS(vcattn_gpu_output_status(&p, NULL, 0, NULL), VCATTN_STATUS_NULL_POINTER);
     CHECK_STATUS(ok, VCATTN_STATUS_SUCCESS);
-    const vcattn_method ms[5] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
+    const vcattn_method ms[6] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
                                  VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
-                                 VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
-    for (int i = 0; i < 5; ++i) {
-        const int expcast = i >= 2;
+                                 VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT};
+    const int is_expcast[6] = {0, 0, 1, 1, 1, 0};
+    for (int i = 0; i < 6; ++i) {
+        const int expcast = is_expcast[i];
         p.method = ms[i];
         p.softmax_scale = 1e3;
         CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SUCCESS);

@@ -42,6 +42,9 @@ def test_method_config_layout():
             c.rowsum_from_quantized_p, c.p_scale) == (1, 1, 1, 0, 2, 1, 2, 1, 0)
     assert lib.vcattn_method_config_get(7, ctypes.byref(c)) == 0  # vsmooth-expcast-blockmax-8bit
     assert (c.p_format, c.p_scale) == (2, 1)
+    assert lib.vcattn_method_config_get(8, ctypes.byref(c)) == 0  # vsmooth-blockmax-8bit
+    assert (c.p_format, c.p_scale, c.v_smooth) == (1, 1, 1)
+    assert lib.vcattn_method_config_get(9, ctypes.byref(c)) != 0  # past the last method
 
 
 def test_status_strings_cover_every_status():

@@ -13,7 +13,8 @@ METHODS = vcattn.methods()
 
 def test_methods_and_configs():
     assert METHODS == ["fp8-naive", "sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "sage3-4bit",
-                       "vsmooth-4bit", "vsmooth-expcast-tail-8bit", "vsmooth-expcast-blockmax-8bit"]
+                       "vsmooth-4bit", "vsmooth-expcast-tail-8bit", "vsmooth-expcast-blockmax-8bit",
+                       "vsmooth-blockmax-8bit"]
     assert vcattn.DEFAULT_METHOD == "vsmooth-expcast-blockmax-8bit"
     c = vcattn.method_config("vsmooth-expcast-8bit")
     assert c["v_smooth"] and c["p_format"] == "expcast" and c["qk_format"] == "int8"
@@ -22,6 +23,8 @@ def test_methods_and_configs():
     assert t["v_smooth"] and t["p_format"] == "expcast_tail" and t["p_scale"] == "running_max"
     b = vcattn.method_config("vsmooth-expcast-blockmax-8bit")
     assert b["v_smooth"] and b["p_format"] == "expcast" and b["p_scale"] == "block_max"
+    e = vcattn.method_config("vsmooth-blockmax-8bit")
+    assert e["v_smooth"] and e["p_format"] == "e4m3" and e["p_scale"] == "block_max" and e["rowsum_from_quantized_p"]
 
 
 def test_library_info():

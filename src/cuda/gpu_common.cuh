@@ -12,10 +12,18 @@
 #define VC_GPU_LOG2E 1.4426950408889634
 
 /* the kernel's P paths: sage2 (exp, FP32 row sum), vsmooth (exp, V-Smooth),
- * ExpCast, ExpCast with the tail line and ExpCast against each block's own max
- * (all V-Smooth) */
-enum { VC_MODE_SAGE2 = 0, VC_MODE_VSMOOTH = 1, VC_MODE_EXPCAST = 2, VC_MODE_EXPCAST_TAIL = 3, VC_MODE_EXPCAST_BLOCKMAX = 4 };
+ * ExpCast, ExpCast with the tail line, ExpCast against each block's own max,
+ * and the exp path against each block's own max (all but sage2 V-Smooth) */
+enum {
+    VC_MODE_SAGE2 = 0,
+    VC_MODE_VSMOOTH = 1,
+    VC_MODE_EXPCAST = 2,
+    VC_MODE_EXPCAST_TAIL = 3,
+    VC_MODE_EXPCAST_BLOCKMAX = 4,
+    VC_MODE_VSMOOTH_BLOCKMAX = 5
+};
 #define VC_MODE_IS_EXPCAST(m) ((m) == VC_MODE_EXPCAST || (m) == VC_MODE_EXPCAST_TAIL || (m) == VC_MODE_EXPCAST_BLOCKMAX)
+#define VC_MODE_IS_BLOCKMAX(m) ((m) == VC_MODE_EXPCAST_BLOCKMAX || (m) == VC_MODE_VSMOOTH_BLOCKMAX)
 
 /* Arguments of the preprocessing kernels (by value). */
 struct vc_prep_args {

@@ -182,7 +182,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         __syncwarp();
         vc_att_fold<kVs, kGrouped>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
         float G[2] = {0.0f, 0.0f};
-        if (MODE == VC_MODE_EXPCAST_BLOCKMAX && vc_blockmax_needs_group_floor(descent))
+        if (VC_MODE_IS_BLOCKMAX(MODE) && vc_blockmax_needs_group_floor(descent))
             vc_att_group_max(G, cs.m, kb - 1, smem); /* m: block kb-1's scale */
         vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, G, smem);
         if (kVs && !kGrouped) vc_att_make_ra_single(cs, cs.alpha); /* block kb-1's term rides in block kb's acc */

@@ -15,8 +15,10 @@
  *     one more BF16x2 max takes the larger line;
  *   ExpCast against the block's own max (VC_MODE_EXPCAST_BLOCKMAX): the
  *     ExpCast codes, with the scale m following the block's max down by at
- *     most d = min(1, 80 / blocks) log2 units per block (numerics.h, "the
- *     block-max P scale"): one FADD more per row, none per score. */
+ *     most d = min(1, 64 / blocks) log2 units per block (numerics.h, "the
+ *     block-max P scale"): one FADD more per row, none per score;
+ *   the exp path against the block's own max (VC_MODE_VSMOOTH_BLOCKMAX): the
+ *     same scale rule, the block's max at 256 (2^8) instead of 448. */
 #pragma once
 #include <limits.h>
 #include <math.h>
@@ -65,7 +67,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
      * restore"): in the block a group's restore rides in, m_n >= G - 7/8,
      * G the largest scale of the group's blocks (vc_att_group_max, updated in
      * the fold before this softmax) */
-    const bool kFloor = MODE == VC_MODE_EXPCAST_BLOCKMAX && vc_blockmax_needs_group_floor(descent); /* per call */
+    const bool kFloor = VC_MODE_IS_BLOCKMAX(MODE) && vc_blockmax_needs_group_floor(descent); /* per call */
     const bool floor_here = ((kb & (VC_ATT_RESTORE_GROUP - 1u)) == 0u && kb >= VC_ATT_RESTORE_GROUP) ||
                             (kb == (unsigned)nkb - 1u && kb >= 1u);
     const float c8 = 8.0f * c; /* exact */
@@ -86,8 +88,10 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         /* the block-max scale (numerics.h): m - descent is known before tm,
          * so the path from tm to the bias keeps its one max */
         float m_new = MODE == VC_MODE_EXPCAST_BLOCKMAX ? vc_blockmax_scale(m[hh], descent, tm)
-                      : VC_MODE_IS_EXPCAST(MODE)    ? fmaxf(m[hh], tm)
-                                                    : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
+                      : MODE == VC_MODE_VSMOOTH_BLOCKMAX
+                          ? vc_blockmax_scale(m[hh], descent, tm - VC_BLOCKMAX_E4M3_P_LOG2_OFFSET)
+                      : VC_MODE_IS_EXPCAST(MODE) ? fmaxf(m[hh], tm)
+                                                 : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
         if (kFloor && floor_here) m_new = vc_blockmax_group_floor(m_new, G[hh]);
         alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
         if (VC_MODE_IS_EXPCAST(MODE)) {
