@@ -446,16 +446,17 @@ typedef struct vcattn_expcast_facts {
 /* samples_per_doubling >= 16 (e.g. 100000). */
 vcattn_status vcattn_expcast_measure(int64_t samples_per_doubling, vcattn_expcast_facts *facts);
 
-/* The underflow tail of the three P paths: the exp path (FP32 exp2 with the
- * row max at 448, RNE cast), ExpCast, and ExpCast with the tail line
- * (vsmooth-expcast-tail-8bit).  For each: how far below the row max (in
+/* The underflow tail of the four P paths: the exp path (FP32 exp2 with the
+ * row max at 448, RNE cast), ExpCast, ExpCast with the tail line
+ * (vsmooth-expcast-tail-8bit), and the exp path with the max at 256
+ * (vsmooth-blockmax-8bit, relative to each block's scale).  For each: how far below the row max (in
  * octaves) a key still gets a non-zero code, and the decoded mass of keys
  * spread evenly in u over [-20, -13] octaves divided by their exact mass (each
  * path in its own scale: the geometric-mean ratio decoded / exact over the
  * normal range [-8, 0]). */
 typedef struct vcattn_expcast_tail_facts {
-    double cut_octaves[3];       /* exp path, ExpCast, ExpCast-tail */
-    double tail_mass_ratio[3];   /* same order; 1 = the tail's mass kept */
+    double cut_octaves[4];       /* exp path, ExpCast, ExpCast-tail, exp path at 256 */
+    double tail_mass_ratio[4];   /* same order; 1 = the tail's mass kept */
     double slope, offset;        /* the tail line's BF16 constants */
 } vcattn_expcast_tail_facts;
 

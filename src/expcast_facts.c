@@ -43,7 +43,8 @@ static uint8_t tail_path_code(int path, double u) {
     switch (path) {
     case 0: return vc_exp_then_cast_code((float)(u + (VC_SAGE2_P_LOG2_OFFSET - 8.0))); /* max at 448 */
     case 1: return vc_expcast_code((float)u);
-    default: return vc_expcast_tail_code((float)u);
+    case 2: return vc_expcast_tail_code((float)u);
+    default: return vc_exp_then_cast_code((float)u); /* max at 256 (VC_BLOCKMAX_E4M3_P_LOG2_OFFSET) */
     }
 }
 
@@ -52,7 +53,7 @@ vcattn_status vcattn_expcast_tail_measure(int64_t samples_per_doubling, vcattn_e
     if (samples_per_doubling < 16 || samples_per_doubling > (int64_t)1 << 32)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     const double n = (double)samples_per_doubling;
-    for (int path = 0; path < 3; ++path) {
+    for (int path = 0; path < 4; ++path) {
         /* the scale: geometric mean of decoded / 2^u over the normal range */
         double lr = 0.0;
         for (int64_t i = 0; i < 8 * samples_per_doubling; ++i) {

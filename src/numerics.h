@@ -519,7 +519,8 @@ VC_HD static inline float vc_blockmax_scale(float m_prev, float descent, float b
  * below (r <= 128 x 256 times 2^(7/8)) holds for both block-max methods, where
  * 448 would reach 105,000.  E4M3 is a floating-point format, so the top value
  * changes no relative step, only where the subnormal range starts (keys more
- * than ~14.9 octaves under the block's scale round to 0 instead of ~15.7). */
+ * than 18.0 octaves under the block's scale round to 0 instead of 18.8;
+ * `vcattn numerics`). */
 #define VC_BLOCKMAX_E4M3_P_LOG2_OFFSET 8.0f
 /* The grouped mean restore's bound (below): in a block that a group's
  * restore rides in, the scale stays within 7/8 of the group's largest G. */

@@ -79,15 +79,16 @@ int vc_cmd_numerics(int argc, char **argv) {
     if (json) {
         printf("{\"beta\": %.4f, \"agree_share\": %.6f, \"max_code_diff\": %d, \"ratio_min\": %.6f, "
                "\"ratio_max\": %.6f, \"row_tv_bound\": %.6f, \"samples_per_doubling\": %lld, "
-               "\"tail\": {\"paths\": [\"exp\", \"expcast\", \"expcast_tail\"], \"cut_octaves\": [%.3f, %.3f, %.3f], "
-               "\"tail_mass_ratio\": [%.4f, %.4f, %.4f], \"slope\": %.10g, \"offset\": %.4g}, "
+               "\"tail\": {\"paths\": [\"exp\", \"expcast\", \"expcast_tail\", \"exp_256\"], "
+               "\"cut_octaves\": [%.3f, %.3f, %.3f, %.3f], "
+               "\"tail_mass_ratio\": [%.4f, %.4f, %.4f, %.4f], \"slope\": %.10g, \"offset\": %.4g}, "
                "\"blockmax\": {\"keys\": [%lld, %lld, %lld, %lld, %lld], \"descent\": [%.5f, %.5f, %.5f, %.5f, %.5f], "
                "\"alpha_max\": [%.4f, %.4f, %.4f, %.4f, %.4f], \"total_descent_max\": [%.2f, %.2f, %.2f, %.2f, %.2f], "
                "\"group_floor\": [%d, %d, %d, %d, %d], \"restore_coefficient_max\": [%.0f, %.0f, %.0f, %.0f, %.0f], "
                "\"restore_operand_max\": %.0f, \"fp16_max\": 65504}}\n",
                f.beta, f.agree_share, f.max_code_diff, f.ratio_min, f.ratio_max, f.row_tv_bound,
-               (long long)samples, tf.cut_octaves[0], tf.cut_octaves[1], tf.cut_octaves[2], tf.tail_mass_ratio[0],
-               tf.tail_mass_ratio[1], tf.tail_mass_ratio[2], tf.slope, tf.offset, (long long)keys[0],
+               (long long)samples, tf.cut_octaves[0], tf.cut_octaves[1], tf.cut_octaves[2], tf.cut_octaves[3],
+               tf.tail_mass_ratio[0], tf.tail_mass_ratio[1], tf.tail_mass_ratio[2], tf.tail_mass_ratio[3], tf.slope, tf.offset, (long long)keys[0],
                (long long)keys[1], (long long)keys[2], (long long)keys[3], (long long)keys[4], bm_d[0], bm_d[1],
                bm_d[2], bm_d[3], bm_d[4], bm_alpha[0], bm_alpha[1], bm_alpha[2], bm_alpha[3], bm_alpha[4], bm_total[0],
                bm_total[1], bm_total[2], bm_total[3], bm_total[4], bm_floor[0], bm_floor[1], bm_floor[2], bm_floor[3],
@@ -103,12 +104,13 @@ int vc_cmd_numerics(int argc, char **argv) {
                100.0 * f.row_tv_bound);
         printf("the underflow tail (keys u octaves below the row max):\n");
         printf("  %-42s %16s %26s\n", "P path", "zero below (oct)", "mass kept, u in [-20,-13]");
-        const char *names[3] = {"exp path (FP32 exp2, max at 448)", "ExpCast (vsmooth-expcast-8bit)",
-                                "ExpCast-tail (vsmooth-expcast-tail-8bit)"};
-        for (int p = 0; p < 3; ++p)
+        const char *names[4] = {"exp path (FP32 exp2, max at 448)", "ExpCast (vsmooth-expcast-8bit)",
+                                "ExpCast-tail (vsmooth-expcast-tail-8bit)",
+                                "exp path, max at 256 (vsmooth-blockmax-8bit)"};
+        for (int p = 0; p < 4; ++p)
             printf("  %-42s %16.2f %25.1f%%\n", names[p], tf.cut_octaves[p], 100.0 * tf.tail_mass_ratio[p]);
         printf("  tail line: h2 = bf16(h1 * %.10g + %.4g), code = max(h1, 128, h2) - 128\n", tf.slope, tf.offset);
-        printf("the block-max scale (vsmooth-expcast-blockmax-8bit): m_n = max(blockmax_n, m_{n-1} - d),\n"
+        printf("the block-max scale (vsmooth-expcast-blockmax-8bit, vsmooth-blockmax-8bit): m_n = max(blockmax_n, m_{n-1} - d),\n"
                "  d = min(%.0f, %.0f / blocks) log2 units per 128-key block\n",
                (double)VC_BLOCKMAX_DESCENT, (double)VC_BLOCKMAX_TOTAL_DESCENT);
         printf("  %8s %10s %12s %22s %12s %26s\n", "keys", "d", "alpha <=", "fall over the row <=", "group floor",
