@@ -74,12 +74,11 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
     c.extra = extra;
     c.fp32_pipeline = !(config->qk_format == VCATTN_QK_FORMAT_FP32 && config->v_format == VCATTN_V_FORMAT_FP32 &&
                         config->p_format == VCATTN_P_FORMAT_FP32);
-    /* the grouped restore where the kernel has it (E4M3-class P with the block-max
-     * scale or with a top value above ExpCast's): the exp path, the tail line, ExpCast
-     * against the block max; plain ExpCast, NVFP4 P (no GPU kernel; its P~ of 2688
+    /* the grouped restore where the kernel has it: every E4M3-class P (the exp path,
+     * ExpCast, the tail line, either scale); NVFP4 P (no GPU kernel; its P~ of 2688
      * would not fit the FP16 coefficient) and FP32 P restore one block at a time */
     c.restore_group = config->p_format == VCATTN_P_FORMAT_E4M3 || config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ||
-                      (config->p_format == VCATTN_P_FORMAT_EXPCAST && config->p_scale == VCATTN_P_SCALE_BLOCK_MAX);
+                      config->p_format == VCATTN_P_FORMAT_EXPCAST;
     c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3 && config->p_scale == VCATTN_P_SCALE_BLOCK_MAX
                           ? VC_BLOCKMAX_E4M3_P_LOG2_OFFSET
                       : config->p_format == VCATTN_P_FORMAT_E4M3  ? VC_SAGE2_P_LOG2_OFFSET

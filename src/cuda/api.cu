@@ -163,7 +163,7 @@ extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void 
     memcpy(a.k_stride, p->k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, p->v_stride, sizeof a.v_stride);
     a.v_smooth = mode != VC_MODE_SAGE2;
-    a.mean_grouped = a.v_smooth && mode != VC_MODE_EXPCAST; /* the kernel's vc_att_grouped */
+    a.mean_grouped = a.v_smooth; /* the kernel's vc_att_grouped */
     a.perm = a.v_smooth ? p->perm : NULL; /* sage2 ignores the plan, as the simulation does */
     a.H = (int)p->heads;
     a.Sq = (int)p->seq_q;

@@ -65,7 +65,7 @@ __device__ __forceinline__ void vc_att_keep_init(uint8_t *smem, int tid) {
  * rule is the same: simulate_tile.c, restore_group). */
 template <int MODE>
 __device__ __forceinline__ constexpr bool vc_att_grouped() {
-    return MODE != VC_MODE_SAGE2 && MODE != VC_MODE_EXPCAST; /* sage2: no restore at all */
+    return MODE != VC_MODE_SAGE2; /* sage2: no restore at all */
 }
 
 /* acc += (c r) mu^T: K-major, no swizzle, channel n's 16 bytes at 16 n (SBO
