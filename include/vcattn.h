@@ -573,9 +573,7 @@ vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, const void *w
  *   v_mean   f32   (B*H, skv_pad/128, 128)  fp16_round(mu_b / v_scale) (V-Smooth only;
  *            FP16 values kept in FP32 words so the kernel needs no conversion)
  *   v_mean_tc f16  the same means as the B operand of the kernel's tensor-core
- *            restore (rows of K-major core matrices).  Plain ExpCast:
- *            (B*H, skv_pad/128, 128, 8), channel c's 16 bytes hold its mean 8
- *            times.  The other V-Smooth methods (grouped restore):
+ *            restore (rows of K-major core matrices), V-Smooth methods:
  *            (B*H, ngroups, 2, 128, 8), ngroups = ceil(blocks / 8): group g,
  *            half h, channel c holds the means of blocks 8g + 4h .. 8g + 4h + 3,
  *            each twice (blocks past the last: 0) */

@@ -103,9 +103,8 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
     VC_CARVE(v_mean, BH * nkb * VC_GPU_DPAD * sizeof(float));
     VC_CARVE(v_block_mean, BH * nkb * VC_GPU_DPAD * sizeof(float));
     VC_CARVE(v_amax, BH * 2 * VC_GPU_DPAD * sizeof(float));
-    /* single: per block 128 x 16 B; grouped: per group of 8 blocks 2 x 128 x 16 B (restore.cuh) */
-    const size_t mean_tc_blocks = nkb > 2 * ((nkb + 7) / 8) ? (size_t)nkb : (size_t)(2 * ((nkb + 7) / 8));
-    VC_CARVE(v_mean_tc, BH * mean_tc_blocks * VC_GPU_DPAD * 16);
+    /* per group of 8 blocks 2 x 128 x 16 B (attention/restore.cuh) */
+    VC_CARVE(v_mean_tc, BH * (size_t)(2 * ((nkb + 7) / 8)) * VC_GPU_DPAD * 16);
     VC_CARVE(output_flag, sizeof(unsigned));
     VC_CARVE(direct_heads, BH * sizeof(unsigned));
 #undef VC_CARVE
@@ -163,7 +162,6 @@ extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void 
     memcpy(a.k_stride, p->k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, p->v_stride, sizeof a.v_stride);
     a.v_smooth = mode != VC_MODE_SAGE2;
-    a.mean_grouped = a.v_smooth; /* the kernel's vc_att_grouped */
     a.perm = a.v_smooth ? p->perm : NULL; /* sage2 ignores the plan, as the simulation does */
     a.H = (int)p->heads;
     a.Sq = (int)p->seq_q;

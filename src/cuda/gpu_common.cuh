@@ -32,7 +32,6 @@ struct vc_prep_args {
     const int32_t *perm; /* NULL: identity */
     int H, Sq, Skv, D, sq_pad, skv_pad, nkb, nchunk;
     int v_smooth;
-    int mean_grouped;    /* v_mean_tc in the grouped restore's layout (attention/restore.cuh) */
     float sm;            /* softmax scale (for q . km) */
     int8_t *q_codes;
     float *q_scale, *q_km;
@@ -42,7 +41,7 @@ struct vc_prep_args {
     uint8_t *v_codes;
     float *v_scale;
     float *v_mean; /* FP16-rounded means / channel scale, stored as FP32 */
-    uint4 *v_mean_tc; /* the restore's B operand: mu x 8 per channel, or grouped (vcattn.h) */
+    uint4 *v_mean_tc; /* the restore's B operand, per group of 8 blocks (attention/restore.cuh) */
     float *v_block_mean, *v_amax; /* v_amax: (BH, 2, 128): residual amax, mean amax */
 };
 

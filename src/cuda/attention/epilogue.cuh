@@ -10,12 +10,12 @@
 #include "numerics.h"
 
 /* Rows row0 and row0 + 8 of the tile (the wgmma accumulator rows the thread
- * owns), columns 8j + 2t.  QUAD_L: each thread of the quad holds a partial l
- * of its columns. */
-template <int MODE, typename OutT, bool QUAD_L = MODE == VC_MODE_SAGE2>
+ * owns), columns 8j + 2t.  sage2: each thread of the quad holds a partial l
+ * of its columns (the V-Smooth modes: the row's l, from the ones rows). */
+template <int MODE, typename OutT>
 __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float (&O)[64], float (&l)[2],
                                               const float (&m)[2], int bh, int row0, int t) {
-    if (QUAD_L) {
+    if (MODE == VC_MODE_SAGE2) {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             l[hh] += __shfl_xor_sync(0xffffffffu, l[hh], 1);

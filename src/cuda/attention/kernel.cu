@@ -57,14 +57,14 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
         mbarrier_init(b.q_full, 1);
         fence_mbarrier_init();
     }
-    if (kVs) vc_att_restore_init<vc_att_grouped<MODE>()>(sV, sMU, tid);
-    if (vc_att_grouped<MODE>()) vc_att_keep_init(smem, tid);
+    if (kVs) vc_att_restore_init(sV, sMU, tid);
+    if (kVs) vc_att_keep_init(smem, tid);
     fence_proxy_async_shared();
     __syncthreads();
 
     if (wg == 0) {
         setmaxnreg_dec<24>();
-        vc_att_producer<kVs, vc_att_grouped<MODE>()>(a, maps, smem, b, warp, lane, bh, qtile);
+        vc_att_producer<kVs>(a, maps, smem, b, warp, lane, bh, qtile);
         return;
     }
 
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     }
 
     const vc_att_descs d = {wgmma_desc_sw128(sQ + cw * 8192), wgmma_desc_sw128(sK), wgmma_desc_sw128(sV),
-                            wgmma_desc_noswizzle(sMU, vc_att_grouped<MODE>() ? VC_ATT_MU_SLOT : 0, 128)}; /* K step: restore.cuh */
+                            wgmma_desc_noswizzle(sMU, VC_ATT_MU_SLOT, 128)}; /* K step: restore.cuh */
     mbarrier_wait(b.q_full, 0);
     if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, 256); /* WG1 goes first */
 
@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     const uint32_t u = read_tid_x() - 128; /* = 128 cw + 32 warp + lane */
     const int row0 = (int)((u >> 7) * 64 + ((u >> 5) & 3) * 16 + ((u & 31) >> 2)); /* cw*64 + warp*16 + g */
     /* l: the quad's partials summed, except grouped (every thread holds the row's l) */
-    vc_store_rows<MODE, OutT, !vc_att_grouped<MODE>()>(a, cs.O, cs.l, cs.m, bh, qtile * VC_TILE_Q + row0, t);
+    vc_store_rows<MODE, OutT>(a, cs.O, cs.l, cs.m, bh, qtile * VC_TILE_Q + row0, t);
 }
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */

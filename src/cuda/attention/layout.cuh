@@ -12,8 +12,8 @@
  *                 E4M3 ones so that the P V product also yields r, the row
  *                 sum of the quantized P, in accumulator columns 128..135)
  *   means ring    MU_SLOTS x (128 channels x 16 B + 8 zero rows): the FP16
- *                 means, the B operand of the restore (single: one block per
- *                 slot; grouped: a group of 8 blocks per two slots)
+ *                 means, the B operand of the restore, a group of 8 blocks
+ *                 per two slots
  *   K scales      STAGES x 4 floats (one per 32-key column group)
  *   kept          256 consumer threads x 32 B: the grouped restore's pending
  *                 coefficients and the block-max group floor's G, from one
@@ -28,9 +28,9 @@
 #define VC_ATT_V_BYTES 17408                 /* V^T: 136 rows x 128 B (8 rows of ones), 1024-B aligned */
 #define VC_ATT_MU_BYTES 2048                 /* a block's means: 128 channels x 16 B */
 #define VC_ATT_MU_SLOT 2176                  /* + 8 zero rows: B rows 128..135 of the n136 restore */
-#define VC_ATT_MU_SLOTS 8                    /* means ring: 2 x the V^T stages (see the producer) */
-#define VC_ATT_RESTORE_GROUP ((unsigned)VC_RESTORE_GROUP) /* blocks per grouped restore (numerics.h) */
-#define VC_ATT_MU_GROUP_SLOTS 4u             /* grouped: 4 slots of 2 x 2176 B (a group's means) */
+#define VC_ATT_MU_SLOTS 8                    /* means ring: VC_ATT_MU_GROUP_SLOTS groups of two slots */
+#define VC_ATT_RESTORE_GROUP ((unsigned)VC_RESTORE_GROUP) /* blocks per restore instruction (numerics.h) */
+#define VC_ATT_MU_GROUP_SLOTS 4u             /* 4 group slots of 2 x 2176 B (a group's means) */
 #define VC_ATT_KEEP_BYTES 32                 /* per consumer thread: 4 pending coefficients, G[2] */
 #define VC_ATT_OFF_Q 0
 #define VC_ATT_OFF_K 16384

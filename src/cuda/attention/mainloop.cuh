@@ -61,23 +61,17 @@ __device__ __forceinline__ void vc_att_fence_acc(vc_att_consumer &cs) {
     for (int i = 0; i < 68; ++i) wgmma_fence_operand(cs.acc[i]);
 }
 
-/* Fold block kb: O = al O + acc, l = al l + r (grouped: the row's r; single:
- * the thread's partial r_t; sage2: its partial ls); r is kept for the
- * restore.  Releases block kb's
- * V^T stage (its means stay in the means ring). */
-template <bool V_SMOOTH, bool GROUPED>
+/* Fold block kb: O = al O + acc, l = al l + r (V-Smooth: the row's r from
+ * the all-ones rows of V^T; sage2: the thread's partial ls); r is kept for
+ * the restore.  Releases block kb's V^T stage (its means stay in the means
+ * ring). */
+template <bool V_SMOOTH>
 __device__ __forceinline__ void vc_att_fold(vc_att_consumer &cs, uint64_t *empty_v, unsigned kb, const float (&al)[2],
                                             const float (&ls)[2]) {
     float r[2];
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-        if (GROUPED) {
-            r[hh] = cs.acc[64 + 2 * hh]; /* all-ones rows: the row's r */
-        } else if (V_SMOOTH) {
-            r[hh] = cs.acc[64 + 2 * hh] + cs.acc[65 + 2 * hh]; /* this thread's 32 keys */
-        } else {
-            r[hh] = 0.0f;
-        }
+        r[hh] = V_SMOOTH ? cs.acc[64 + 2 * hh] : 0.0f;
         cs.l[hh] = fmaf(al[hh], cs.l[hh], V_SMOOTH ? r[hh] : ls[hh]);
     }
 #pragma unroll
@@ -144,7 +138,7 @@ template <int MODE, bool DIRECT>
 __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_att_barriers &b, const vc_att_descs &d,
                                                 const uint8_t *smem, uint32_t sks, float cq, int cw, int nkb,
                                                 int tail_valid, int t, float descent) {
-    constexpr bool kVs = MODE != VC_MODE_SAGE2, kGrouped = vc_att_grouped<MODE>();
+    constexpr bool kVs = MODE != VC_MODE_SAGE2;
     /* ---- first turn: S_0 ---- */
     {
         mbarrier_wait(&b.full_k[0], 0);
@@ -162,16 +156,14 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
      * the fold touches acc and O. */
     for (unsigned kb = 1; kb < (unsigned)nkb; ++kb) {
         const unsigned st = kb & (VC_ATT_STAGES - 1), pst = (kb - 1) & (VC_ATT_STAGES - 1);
-        /* grouped: the slot of group (kb - 9) / 8 (blocks kb-9 .. kb-2), the
-         * restore in turns kb = 9, 17, 25, ...; single: block kb-2's slot
-         * (RA = 0 at kb = 1).  Branch-free: a branch between two wgmma makes
-         * ptxas inject a warpgroup.arrive (C7519) */
-        const unsigned mst = kGrouped ? 2u * (((kb >> 3) - 1u) & (VC_ATT_MU_GROUP_SLOTS - 1u))
-                                      : (max(kb, 2u) - 2) & (VC_ATT_MU_SLOTS - 1);
+        /* the slot of group (kb - 9) / 8 (blocks kb-9 .. kb-2), the restore in
+         * turns kb = 9, 17, 25, ....  Branch-free: a branch between two wgmma
+         * makes ptxas inject a warpgroup.arrive (C7519) */
+        const unsigned mst = 2u * (((kb >> 3) - 1u) & (VC_ATT_MU_GROUP_SLOTS - 1u));
         const int restore = (kb & (VC_ATT_RESTORE_GROUP - 1u)) == 1u && kb >= VC_ATT_RESTORE_GROUP + 1u;
         vc_att_begin_turn(cw);
         vc_att_issue_pv<kVs>(cs, d, pst);
-        if (kVs) vc_att_issue_restore<kGrouped>(cs, d.mu0, mst, restore);
+        if (kVs) vc_att_issue_restore(cs, d.mu0, mst, restore);
         wgmma_commit();
         vc_att_issue_s(cs, d, st);
         wgmma_commit();
@@ -180,29 +172,27 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         wgmma_wait<1>();
         vc_att_fence_acc(cs);
         __syncwarp();
-        vc_att_fold<kVs, kGrouped>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
+        vc_att_fold<kVs>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
         float G[2] = {0.0f, 0.0f};
         if (VC_MODE_IS_BLOCKMAX(MODE) && vc_blockmax_needs_group_floor(descent))
             vc_att_group_max(G, cs.m, kb - 1, smem); /* m: block kb-1's scale */
         vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, G, smem);
-        if (kVs && !kGrouped) vc_att_make_ra_single(cs, cs.alpha); /* block kb-1's term rides in block kb's acc */
     }
-    /* ---- last turn: P V of the last block (+ grouped: the restore of the
-     * group of block nkb-2, complete or not; single: of block nkb-2), then
-     * the last block's mean term on its own ---- */
+    /* ---- last turn: P V of the last block (+ the restore of the group of
+     * block nkb-2, complete or not), then the last block's mean term on its
+     * own ---- */
     {
         const unsigned pst = (unsigned)(nkb - 1) & (VC_ATT_STAGES - 1),
-                       mst = kGrouped ? 2u * ((((unsigned)max(nkb, 2) - 2u) >> 3) & (VC_ATT_MU_GROUP_SLOTS - 1u))
-                                      : (unsigned)max(nkb - 2, 0) & (VC_ATT_MU_SLOTS - 1);
+                       mst = 2u * ((((unsigned)max(nkb, 2) - 2u) >> 3) & (VC_ATT_MU_GROUP_SLOTS - 1u));
         vc_att_begin_turn(cw);
         vc_att_issue_pv<kVs>(cs, d, pst);
-        if (kVs) vc_att_issue_restore<kGrouped>(cs, d.mu0, mst, nkb >= 2);
+        if (kVs) vc_att_issue_restore(cs, d.mu0, mst, nkb >= 2);
         wgmma_commit();
         if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, 256);
         wgmma_wait<0>();
         vc_att_fence_acc(cs);
         __syncwarp();
-        vc_att_fold<kVs, kGrouped>(cs, b.empty_v, nkb - 1, cs.alpha, cs.lsum);
-        if (kVs) vc_att_restore_last<kGrouped>(cs, smem, nkb, t);
+        vc_att_fold<kVs>(cs, b.empty_v, nkb - 1, cs.alpha, cs.lsum);
+        if (kVs) vc_att_restore_last(cs, smem, nkb, t);
     }
 }

@@ -6,9 +6,8 @@
  *   thread 0 (warp 0): the Q tile, then per key block its K stage and the
  *            block's 4 K scales (a 16-byte bulk copy on the same barrier);
  *   thread 32 (warp 1): per key block its V^T stage and, for the V-Smooth
- *            methods, the FP16 means (single: the block's into slot
- *            kb % MU_SLOTS; grouped: with every 8th block its group's into a
- *            group slot), both on the V^T stage's full barrier. */
+ *            methods, with every 8th block its group's FP16 means into a
+ *            group slot, both on the V^T stage's full barrier. */
 #pragma once
 #include "ptx/mbarrier.cuh"
 #include "ptx/tma.cuh"
@@ -16,7 +15,7 @@
 #include "attention/maps.cuh"
 #include "gpu_common.cuh"
 
-template <bool V_SMOOTH, bool GROUPED>
+template <bool V_SMOOTH>
 __device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_tma_maps &maps, uint8_t *smem,
                                                 const vc_att_barriers &b, int warp, int lane, int bh, int qtile) {
     uint8_t *sQ = smem + VC_ATT_OFF_Q, *sK = smem + VC_ATT_OFF_K, *sV = smem + VC_ATT_OFF_V,
@@ -36,30 +35,20 @@ __device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_
             bulk_load_1d(sKS + st * 16, kscale + (int64_t)kb * 4, 16, &b.full_k[st]);
         }
     } else if (warp == 1 && lane == 0) {
-        /* The means ring needs no barrier of its own.  Single: slot kb % 8 is
-         * rewritten only after block kb+4 was released by both WGs (fold of
-         * turn kb+5), long after the restore that read it (issued in turn
-         * kb+2, complete at that turn's fold).  Grouped: group g's means (4 KB,
+        /* The means ring needs no barrier of its own: group g's means (4 KB,
          * two 2 KB halves into two consecutive slots) come with block 8g's V^T
          * stage into group slot g % 4, read by the restore of turn 8g + 9 (or
          * the last turn) and rewritten with block 8g + 32, after block 8g + 28
          * was released. */
         tma_prefetch_desc(&maps.v);
         const int ngroups = (nkb + (int)VC_ATT_RESTORE_GROUP - 1) / (int)VC_ATT_RESTORE_GROUP;
-        const uint4 *mu_tc = !V_SMOOTH ? nullptr
-                             : GROUPED ? a.v_mean_tc + (int64_t)bh * ngroups * 2 * VC_GPU_DPAD
-                                       : a.v_mean_tc + (int64_t)bh * nkb * VC_GPU_DPAD;
+        const uint4 *mu_tc = V_SMOOTH ? a.v_mean_tc + (int64_t)bh * ngroups * 2 * VC_GPU_DPAD : nullptr;
         for (int kb = 0; kb < nkb; ++kb) {
             const int st = kb % VC_ATT_STAGES;
-            const bool group_load = GROUPED && kb % (int)VC_ATT_RESTORE_GROUP == 0;
+            const bool group_load = V_SMOOTH && kb % (int)VC_ATT_RESTORE_GROUP == 0;
             mbarrier_wait(&b.empty_v[st], ((kb / VC_ATT_STAGES) & 1) ^ 1);
-            mbarrier_arrive_expect_tx(&b.full_v[st], VC_ATT_K_BYTES + (!V_SMOOTH ? 0
-                                                                       : GROUPED ? (group_load ? 2 * VC_ATT_MU_BYTES : 0)
-                                                                                 : VC_ATT_MU_BYTES));
+            mbarrier_arrive_expect_tx(&b.full_v[st], VC_ATT_K_BYTES + (group_load ? 2 * VC_ATT_MU_BYTES : 0));
             tma_load_2d(sV + st * VC_ATT_V_BYTES, &maps.v, &b.full_v[st], kb * VC_BLOCK_K, bh * VC_GPU_DPAD);
-            if (V_SMOOTH && !GROUPED)
-                bulk_load_1d(sMU + (kb % VC_ATT_MU_SLOTS) * VC_ATT_MU_SLOT, mu_tc + (int64_t)kb * VC_GPU_DPAD,
-                             VC_ATT_MU_BYTES, &b.full_v[st]);
             if (group_load) {
                 const int g = kb / (int)VC_ATT_RESTORE_GROUP;
                 uint8_t *slot = sMU + 2 * (g % (int)VC_ATT_MU_GROUP_SLOTS) * VC_ATT_MU_SLOT;

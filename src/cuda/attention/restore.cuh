@@ -6,25 +6,18 @@
  * 128..135).  It runs on the tensor core as an m64n136k16 FP16 wgmma riding
  * in a later block's accumulator (so the fold's O = alpha O + acc carries it:
  * O itself never becomes a wgmma operand, which would leave too few
- * registers, C7512), in one of two ways:
- *   grouped (every V-Smooth mode but plain ExpCast): eight blocks per
- *     instruction.  The ones rows of V^T are all ones, so every quad thread
- *     holds the full r of its two rows; thread t keeps the coefficients of
- *     blocks t and t + 4 of the open group (numerics.h, "the grouped mean
- *     restore"), at the current block's scale, in shared memory; A holds
- *     their FP16 hi + lo (columns 2t, 2t + 1: block t; 8 + 2t, 9 + 2t: block
- *     t + 4) and B the group's means, each twice (written so by the
- *     preprocessing, one 4 KB group slot of the means ring; the descriptor's
- *     K stride steps to the second half).  The group of blocks 8g..8g+7
- *     rides in block 8g + 8's accumulator, the last (partial) group in the
- *     last block's, and the last block's own term goes into O on the CUDA
- *     cores after the last fold;
- *   single (plain ExpCast): one block per instruction, riding in the next
- *     block's accumulator: A holds, per quad thread t, the FP16 hi + lo of
- *     its partial alpha r_t (columns 2t, 2t + 1; 8..15 zero), B the block's
- *     means 8 times, so the product sums the quad's partials.  Grouped it is
- *     not measured yet; paired (two blocks per instruction) it measured 2%
- *     slower than single (docs/kernel-log.md).
+ * registers, C7512), eight blocks per instruction (every V-Smooth mode).
+ * The ones rows of V^T are all ones, so every quad thread holds the full r of
+ * its two rows; thread t keeps the coefficients of blocks t and t + 4 of the
+ * open group (numerics.h, "the grouped mean restore"), at the current block's
+ * scale, in shared memory; A holds their FP16 hi + lo (columns 2t, 2t + 1:
+ * block t; 8 + 2t, 9 + 2t: block t + 4) and B the group's means, each twice
+ * (written so by the preprocessing, one 4 KB group slot of the means ring;
+ * the descriptor's K stride steps to the second half).  The group of blocks
+ * 8g..8g+7 rides in block 8g + 8's accumulator, the last (partial) group in
+ * the last block's, and the last block's own term goes into O on the CUDA
+ * cores after the last fold.  (One block per instruction, the form plain
+ * ExpCast kept longest, and two per instruction: docs/kernel-log.md.)
  * The FP16 product accumulates in FP32 after the FP8 k-steps, so the large
  * mean term does not widen the FP8 accumulator's truncation. */
 #pragma once
@@ -38,18 +31,13 @@
 #include "ptx/smem.cuh"
 #include "ptx/wgmma.cuh"
 
-/* Rows 128..135 of every V^T stage.  Grouped: all ones, so every one of
- * accumulator columns 128..135 is r.  Single: row 128 + j holds E4M3 ones at
- * the 16 keys 16j..16j+15 (physical chunk 0 of the 128B swizzle), so each
- * thread's two columns sum its 32 keys.  And the zero rows after each
- * slot's means (the bulk copy writes 2048 B).  All threads. */
-template <bool GROUPED>
+/* Rows 128..135 of every V^T stage: all ones, so every one of accumulator
+ * columns 128..135 is r.  And the zero rows after each slot's means (the
+ * bulk copy writes 2048 B).  All threads. */
 __device__ __forceinline__ void vc_att_restore_init(uint8_t *sV, uint8_t *sMU, int tid) {
-    for (int i = tid; i < VC_ATT_STAGES * 256; i += VC_ATT_THREADS) {
-        const int w = i % 256;
-        reinterpret_cast<uint32_t *>(sV + (i / 256) * VC_ATT_V_BYTES + VC_ATT_K_BYTES)[w] =
-            GROUPED || (w % 32) < 4 ? VC_ATT_E4M3_ONE * 0x01010101u : 0u;
-    }
+    for (int i = tid; i < VC_ATT_STAGES * 256; i += VC_ATT_THREADS)
+        reinterpret_cast<uint32_t *>(sV + (i / 256) * VC_ATT_V_BYTES + VC_ATT_K_BYTES)[i % 256] =
+            VC_ATT_E4M3_ONE * 0x01010101u;
     for (int i = tid; i < VC_ATT_MU_SLOTS * 32; i += VC_ATT_THREADS)
         reinterpret_cast<uint32_t *>(sMU + (i / 32) * VC_ATT_MU_SLOT + VC_ATT_MU_BYTES)[i % 32] = 0u;
 }
@@ -61,28 +49,15 @@ __device__ __forceinline__ void vc_att_keep_init(uint8_t *smem, int tid) {
         reinterpret_cast<float *>(smem + VC_ATT_OFF_KEEP)[i] = 0.0f;
 }
 
-/* Whether the mode restores eight blocks per instruction (the simulation's
- * rule is the same: simulate_tile.c, restore_group). */
-template <int MODE>
-__device__ __forceinline__ constexpr bool vc_att_grouped() {
-    return MODE != VC_MODE_SAGE2; /* sage2: no restore at all */
-}
-
 /* acc += (c r) mu^T: K-major, no swizzle, channel n's 16 bytes at 16 n (SBO
- * 128 B per 8 channels).  Grouped: the group slot starting at 2176-byte slot
- * mst (even), the second core matrix along K (blocks 4..7) one slot further
- * (the descriptor's LBO, set in kernel.cu), issued when `issue` != 0.
- * Single: the block in slot mst, every turn, the second core matrix along K
- * (zero in A) re-reading the first (LBO 0).  N = 136 as the P V (one
- * accumulator shape): rows 128..135 of B are the zero rows after the means,
- * so the r columns stay untouched. */
-template <bool GROUPED>
+ * 128 B per 8 channels): the group slot starting at 2176-byte slot mst
+ * (even), the second core matrix along K (blocks 4..7) one slot further (the
+ * descriptor's LBO, set in kernel.cu), issued when `issue` != 0.  N = 136 as
+ * the P V (one accumulator shape): rows 128..135 of B are the zero rows after
+ * the means, so the r columns stay untouched. */
 __device__ __forceinline__ void vc_att_issue_restore(vc_att_consumer &cs, uint64_t desc_mu0, unsigned mst, int issue) {
     const uint64_t desc = desc_mu0 + mst * (VC_ATT_MU_SLOT >> 4);
-    if (GROUPED)
-        wgmma_m64n136k16_f32_f16_rs_if(cs.acc, cs.RA, desc, 1, issue);
-    else
-        wgmma_m64n136k16_f32_f16_rs(cs.acc, cs.RA, desc, 1);
+    wgmma_m64n136k16_f32_f16_rs_if(cs.acc, cs.RA, desc, 1, issue);
 }
 
 __device__ __forceinline__ uint32_t vc_att_f16_split(float x) {
@@ -128,13 +103,6 @@ __device__ __forceinline__ void vc_att_make_ra_group(uint32_t (&RA)[4], const fl
     sts_v4_f32(keep, p[0], p[1], p[2], p[3]);
 }
 
-/* Single-block restore, after turn kb's softmax: RA = FP16 hi + lo of
- * alpha_kb r of block kb - 1 (columns 8..15 stay zero). */
-__device__ __forceinline__ void vc_att_make_ra_single(vc_att_consumer &cs, const float (&sc)[2]) {
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) cs.RA[hh] = vc_att_f16_split(sc[hh] * cs.rprev[hh]);
-}
-
 /* The block-max group floor's G after block b (numerics.h): the largest
  * scale m of the open group's blocks, b included (G restarts with each
  * group's first block).  Called in the fold of block b, off the softmax's
@@ -151,17 +119,11 @@ __device__ __forceinline__ void vc_att_group_max(float (&G)[2], const float (&m)
 
 /* The mean term still pending after the last fold, once, on the CUDA cores
  * (O as a wgmma accumulator would need registers the pipeline does not
- * have): the last block (grouped: with its full r; single: the quad's
- * FP16-split partials summed (s0 + s1) + (s2 + s3), as numerics.h and the
- * simulation).  smu: this thread's channels' means (32 t bytes into the
- * slot, plus the block's 4-byte word inside each channel's 16 bytes). */
-template <bool GROUPED>
+ * have): the last block, with its full r.  smu: this thread's channels'
+ * means (32 t bytes into the slot, plus the block's 4-byte word inside each
+ * channel's 16 bytes). */
 __device__ __forceinline__ void vc_att_restore_term(vc_att_consumer &cs, uint32_t smu, int hh, float r) {
-    float rs = vc_rowsum_f16_split(r);
-    if (!GROUPED) {
-        rs += __shfl_xor_sync(0xffffffffu, rs, 1);
-        rs += __shfl_xor_sync(0xffffffffu, rs, 2);
-    }
+    const float rs = vc_rowsum_f16_split(r);
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -172,16 +134,13 @@ __device__ __forceinline__ void vc_att_restore_term(vc_att_consumer &cs, uint32_
         }
 }
 
-template <bool GROUPED>
 __device__ __forceinline__ void vc_att_restore_last(vc_att_consumer &cs, const uint8_t *smem, int nkb, int t) {
     const uint8_t *sMU = smem + VC_ATT_OFF_MU;
     const unsigned L = (unsigned)nkb - 1u;
-    uint32_t smu;
-    if (GROUPED) /* group L / 8's slot, half (L / 4) % 2, the word of block L % 4 */
-        smu = smem_u32(sMU + (2u * ((L >> 3) & (VC_ATT_MU_GROUP_SLOTS - 1u)) + ((L >> 2) & 1u)) * VC_ATT_MU_SLOT) +
-              32 * t + 4 * (L & 3u);
-    else
-        smu = smem_u32(sMU + (L & (VC_ATT_MU_SLOTS - 1)) * VC_ATT_MU_SLOT) + 32 * t;
+    /* group L / 8's slot, half (L / 4) % 2, the word of block L % 4 */
+    const uint32_t smu =
+        smem_u32(sMU + (2u * ((L >> 3) & (VC_ATT_MU_GROUP_SLOTS - 1u)) + ((L >> 2) & 1u)) * VC_ATT_MU_SLOT) + 32 * t +
+        4 * (L & 3u);
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) vc_att_restore_term<GROUPED>(cs, smu, hh, cs.rprev[hh]);
+    for (int hh = 0; hh < 2; ++hh) vc_att_restore_term(cs, smu, hh, cs.rprev[hh]);
 }

@@ -113,7 +113,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                  * shared-memory load then overlaps the last quarter of the
                  * P conversion (the paired form's load after the softmax sat
                  * on the turn's critical path, +4%), and most of S is dead */
-                if (vc_att_grouped<MODE>() && kk == 3 && i == 0 && hh == 0)
+                if (MODE != VC_MODE_SAGE2 && kk == 3 && i == 0 && hh == 0)
                     vc_att_make_ra_group(RA, rprev, alpha, kb, nkb, t, smem);
                 const int j0 = 4 * kk + 2 * i;
                 const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};

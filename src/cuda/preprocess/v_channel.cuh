@@ -17,8 +17,8 @@ __constant__ uint8_t vc_v_perm16[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 
  * at kb = 0), the block mean, pre and 1/scale (numerics.h,
  * vc_v_channel_scale_any: q = ((v - mu) pre) inv) into shared memory for the quantizer,
  * and with V-Smooth the stored means: FP16(mu / scale) as FP32 words (v_mean)
- * and the restore's B operand (v_mean_tc): the FP16 value 8 times per channel
- * (single) or twice in its group's layout (grouped; attention/restore.cuh). */
+ * and the restore's B operand (v_mean_tc): the FP16 value twice in its
+ * group's layout (attention/restore.cuh). */
 __device__ __forceinline__ void vc_v_channel_setup(const vc_prep_args &a, int bh, int kb, float *mu_s, float *pre_s,
                                                    float *inv_s) {
     const int c = threadIdx.x;
@@ -41,19 +41,15 @@ __device__ __forceinline__ void vc_v_channel_setup(const vc_prep_args &a, int bh
         if (__hisinf(hq)) hq = __float2half_rn(q > 0.0f ? VC_FP16_MAX : -VC_FP16_MAX);
         a.v_mean[((int64_t)bh * a.nkb + kb) * VC_GPU_DPAD + c] = __half2float(hq);
         const uint32_t h2 = (uint32_t)__half_as_ushort(hq) * 0x00010001u; /* the mean, twice */
-        if (a.mean_grouped) {
-            /* group g = kb / 8, half (kb / 4) % 2, channel c: 16 B holding the
-             * half's 4 blocks' means twice each; block kb's word is kb % 4.  The
-             * last block also zeroes the words of the blocks past nkb (their A
-             * coefficients are 0, and 0 x NaN would not be). */
-            const int ngroups = (a.nkb + 7) / 8;
-            uint32_t *w = reinterpret_cast<uint32_t *>(a.v_mean_tc + (int64_t)bh * ngroups * 2 * VC_GPU_DPAD);
-            w[(((int64_t)(kb / 8) * 2 + (kb / 4) % 2) * VC_GPU_DPAD + c) * 4 + kb % 4] = h2;
-            if (kb == a.nkb - 1)
-                for (int x = a.nkb; x < ngroups * 8; ++x)
-                    w[(((int64_t)(x / 8) * 2 + (x / 4) % 2) * VC_GPU_DPAD + c) * 4 + x % 4] = 0u;
-        } else {
-            a.v_mean_tc[((int64_t)bh * a.nkb + kb) * VC_GPU_DPAD + c] = make_uint4(h2, h2, h2, h2);
-        }
+        /* group g = kb / 8, half (kb / 4) % 2, channel c: 16 B holding the
+         * half's 4 blocks' means twice each; block kb's word is kb % 4.  The
+         * last block also zeroes the words of the blocks past nkb (their A
+         * coefficients are 0, and 0 x NaN would not be). */
+        const int ngroups = (a.nkb + 7) / 8;
+        uint32_t *w = reinterpret_cast<uint32_t *>(a.v_mean_tc + (int64_t)bh * ngroups * 2 * VC_GPU_DPAD);
+        w[(((int64_t)(kb / 8) * 2 + (kb / 4) % 2) * VC_GPU_DPAD + c) * 4 + kb % 4] = h2;
+        if (kb == a.nkb - 1)
+            for (int x = a.nkb; x < ngroups * 8; ++x)
+                w[(((int64_t)(x / 8) * 2 + (x / 4) % 2) * VC_GPU_DPAD + c) * 4 + x % 4] = 0u;
     }
 }
