@@ -452,7 +452,7 @@ VC_HD static inline double vc_expcast_tail_code_linear(double u) {
  * product as hi + lo, each rounded to FP16 (r <= 128 * 448 fits), so hi + lo
  * carries ~22 significant bits of r; the products with the FP16 means are
  * exact in FP32.
- * The grouped mean restore (every V-Smooth mode but plain ExpCast): the
+ * The grouped mean restore (every V-Smooth mode of the kernel): the
  * kernel restores eight blocks per FP16 product, with each block's full row
  * sum r_b (one FP32 tensor-core sum of its 128 quantized P).  The
  * coefficient of block b is kept at the current block's scale, fl(alpha_k
@@ -463,10 +463,10 @@ VC_HD static inline double vc_expcast_tail_code_linear(double u) {
  * on the CUDA cores after the last fold.  A coefficient at its restore is
  * r_b 2^(m_b - m_f): at most r_b for the running max (alpha <= 1); for the
  * block-max scale the group floor below keeps it under 2^0.875 r_b <=
- * 2^15.875 < 65,504.  Plain ExpCast restores one block at a time, each quad
- * thread's 32-key partial r_t split on its own, in the next block's
- * accumulator; its pending last block's partials are summed
- * (s0 + s1) + (s2 + s3). */
+ * 2^15.875 < 65,504.  The CPU-only NVFP4 methods restore one block at a
+ * time (the simulation's single form), each quad thread's 32-key partial r_t
+ * split on its own, in the next block's accumulator; the pending last
+ * block's partials are summed (s0 + s1) + (s2 + s3). */
 #define VC_RESTORE_GROUP 8 /* blocks per grouped mean restore */
 VC_HD static inline float vc_rowsum_f16_split(float r) {
     /* hi: r cut to 11 significant bits (one LOP3 in the kernel), lo = r - hi

@@ -291,7 +291,7 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
     return lsum;
 }
 
-/* A row's mean terms not yet restored.  Single (plain ExpCast): rprev, block
+/* A row's mean terms not yet restored.  Single (NVFP4 P, CPU only): rprev, block
  * kb-1's four r partials, restored in block kb's accumulator.  Grouped:
  * rlast, block kb-1's r, and coef, the open group's coefficients at the
  * current block's scale (numerics.h, "the grouped mean restore"); G, the
@@ -385,7 +385,7 @@ TILE_STEP void row_pv_fold(const sim_ctx *c, const tile_scratch *t, int64_t i, i
         for (int64_t d = 0; d < D; ++d) o[d] = R(c, alpha * o[d] + acc[d]);
         pend->rlast = r;
     } else if (quad) {
-        /* single (plain ExpCast): block kb-1's mean term in this block's
+        /* single (NVFP4 P, CPU only): block kb-1's mean term in this block's
          * accumulator, each quad partial FP16-split at this block's scale */
         if (pend->mu_prev != NULL) {
             double s1 = 0.0;
@@ -499,8 +499,8 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
     /* The quantized pipeline follows the kernel (src/cuda/attention/).
      * Grouped: each block's row sum r of the quantized P is one sum, l is
      * folded with it, and the mean terms of blocks 8g..8g+7 (split(c_b) mu_b)
-     * ride together in block 8g+8's P V accumulator.  Single (plain
-     * ExpCast): r comes in 4 partials r_t (the 32 keys of quad thread t, two
+     * ride together in block 8g+8's P V accumulator.  Single (NVFP4 P,
+     * no kernel): r comes in 4 partials r_t (the 32 keys of quad thread t, two
      * 16-key tensor-core sums), l is kept as 4 partials summed
      * (l0 + l1) + (l2 + l3) at the end, and block kb-1's term rides in block
      * kb's accumulator.  The last block's term goes into O after the last

@@ -3,8 +3,8 @@
  * (ping-pong), fold each block's product into O, release ring stages.
  *
  * One turn of a consumer WG issues P_{kb-1} V_{kb-1} (+ the mean restore:
- * in turns kb = 9, 17, ... that of the group of blocks kb-9..kb-2, or every
- * turn that of block kb-2 for plain ExpCast; restore.cuh) and then S_kb, hands the tensor cores to
+ * in turns kb = 9, 17, ... that of the group of blocks kb-9..kb-2;
+ * restore.cuh) and then S_kb, hands the tensor cores to
  * the other WG, folds block kb-1 into O while S_kb runs, and runs the softmax
  * of S_kb (softmax.cuh).  The first turn (S_0 only) and the last (P V of the
  * last block only) are peeled.
