@@ -981,7 +981,8 @@ static double sim_rel_l2_vs_o(problem *pr, vcattn_method method) {
  * Key 0 alone is the max (its block's other keys are far too).
  * Also: a staircase of blocks 40 octaves apart (the descent bound engages:
  * the scale falls 1 per block, not 40) stays finite and as accurate as the
- * running max.  Fails when the scale rule is lost, inverted or unbounded. */
+ * running max, for both block-max methods (ExpCast and the exp path).  Fails
+ * when the scale rule is lost, inverted or unbounded. */
 TEST(expcast_blockmax_keeps_the_far_blocks) {
     const int64_t Sq = 128, Skv = 2048, D = 64;
     problem pr = problem_make(1, 1, Sq, Skv, D, 1.0, 0.0, 0.0);
@@ -997,28 +998,37 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
     double err[2];
     errors_vs_exp_path(&pr, VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, err);
     if (measuring()) printf("    M vs exp path: expcast %.4g blockmax %.4g\n", err[0], err[1]);
-    /* measured (seeds 1-8): expcast 0.013-0.021, blockmax 0.00013-0.0025 (ratio <= 0.19) */
+    /* measured (seeds 1-30, d = 1 per block since the grouped restore): expcast 0.011-0.027,
+     * blockmax 0.0006-0.0062, ratio 0.03-0.37 (the scale reaches a block's max only after as
+     * many blocks as its gap has octaves; with d = 2 it was <= 0.19 on seeds 1-8) */
     CHECK_MSG(err[0] > 0.01, "the far blocks must carry mass ExpCast drops: %g", err[0]);
-    CHECK_MSG(err[1] < 0.3 * err[0], "blockmax %g vs expcast %g", err[1], err[0]);
+    CHECK_MSG(err[1] < 0.5 * err[0], "blockmax %g vs expcast %g", err[1], err[0]);
 
     /* staircase: block b's keys 40 b octaves below the max (16 blocks: 600
      * octaves, far past FP32's range if the scale followed them unbounded) */
     for (int64_t j = 0; j < Skv; ++j) pr.k[j * D] = far_key_k0(40.0 * (double)(j / 128));
     vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
     CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
-    double stair[2];
+    /* each block-max method against its running-max counterpart (ExpCast; the exp path:
+     * vsmooth-blockmax-8bit) */
+    double stair[4];
     int finite = 1;
-    const vcattn_method stair_methods[2] = {VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
-                                            VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
-    for (int m = 1; m < 3; ++m) {
-        stair[m - 1] = sim_rel_l2_vs_o(&pr, stair_methods[m - 1]);
+    const vcattn_method stair_methods[4] = {VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
+                                            VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
+                                            VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT};
+    for (int m = 0; m < 4; ++m) {
+        stair[m] = sim_rel_l2_vs_o(&pr, stair_methods[m]);
         for (int64_t i = 0; i < Sq * D; ++i) finite &= isfinite(pr.o2[i]);
         for (int64_t i = 0; i < Sq; ++i) finite &= isfinite(pr.lse2[i]);
     }
-    if (measuring()) printf("    M staircase rel_l2 expcast %.4g blockmax %.4g\n", stair[0], stair[1]);
-    /* only block 0 carries mass: both are ExpCast on 128 keys (0.020-0.031, seeds 1-8) */
-    CHECK_MSG(finite && stair[1] < 1.1 * stair[0] + 1e-3, "staircase: finite %d rel_l2 %g (expcast %g)", finite,
-              stair[1], stair[0]);
+    if (measuring())
+        printf("    M staircase rel_l2 expcast %.4g blockmax %.4g exp path %.4g exp blockmax %.4g\n", stair[0], stair[1],
+               stair[2], stair[3]);
+    /* only block 0 carries mass: each pair is the same P path on 128 keys (ExpCast 0.020-0.031,
+     * seeds 1-8) */
+    for (int m = 0; m < 4; m += 2)
+        CHECK_MSG(finite && stair[m + 1] < 1.1 * stair[m] + 1e-3, "staircase: finite %d %s rel_l2 %g (running max %g)",
+                  finite, vcattn_method_name(stair_methods[m + 1]), stair[m + 1], stair[m]);
     problem_free(&pr);
 }
 
@@ -1058,9 +1068,8 @@ TEST(blockmax_grouped_restore_keeps_the_coefficients_in_fp16) {
  * the keys just below it get E4M3's finest steps of the octave, which neither
  * the running max (vsmooth-8bit: the top of the row at 448, every other
  * block's max anywhere) nor ExpCast's linear mantissa (up to 6% per key)
- * gives.  Also the staircase of blocks 40 octaves apart stays finite (the
- * descent bound) and as accurate as the exp path against the running max.
- * Fails when the block-max scale, the exact exponential or the bound is lost. */
+ * gives (its staircase: expcast_blockmax_keeps_the_far_blocks).  Fails when
+ * the block-max scale or the exact exponential is lost. */
 TEST(vsmooth_blockmax_is_the_most_faithful_on_gaussian_rows) {
     const int64_t Sq = 256, Skv = 4096, D = 128;
     problem pr = problem_make(1, 2, Sq, Skv, D, 1.0, 0.0, 0.0);
@@ -1079,26 +1088,6 @@ TEST(vsmooth_blockmax_is_the_most_faithful_on_gaussian_rows) {
     /* measured (2 heads, seeds 1-20): ratio 0.948-0.975 to the best of the other three */
     CHECK_MSG(mine < 0.985 * best, "vsmooth-blockmax-8bit %g vs the best other 8-bit method %g", mine, best);
 
-    /* the staircase of expcast_blockmax_keeps_the_far_blocks, on the exp path */
-    const int64_t Sq2 = 128, Skv2 = 2048, D2 = 64;
-    problem st = problem_make(1, 1, Sq2, Skv2, D2, 1.0, 0.0, 0.0);
-    test_rng rng = {test_seed()};
-    far_key_queries(&st, &rng);
-    for (int64_t j = 0; j < Skv2; ++j) {
-        for (int64_t d = 1; d < D2; ++d) st.k[j * D2 + d] = (float)(0.05 * test_rng_normal(&rng));
-        st.k[j * D2] = far_key_k0(40.0 * (double)(j / 128));
-    }
-    vcattn_attention_params ref2 = params_of(&st, st.o, NULL);
-    CHECK_STATUS(vcattn_reference_attention(&ref2), VCATTN_STATUS_SUCCESS);
-    const double running = sim_rel_l2_vs_o(&st, VCATTN_METHOD_VSMOOTH_8BIT);
-    const double blockmax = sim_rel_l2_vs_o(&st, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT);
-    int finite = 1;
-    for (int64_t i = 0; i < Sq2 * D2; ++i) finite &= isfinite(st.o2[i]);
-    for (int64_t i = 0; i < Sq2; ++i) finite &= isfinite(st.lse2[i]);
-    if (measuring()) printf("    M staircase: vsmooth-8bit %.4g vsmooth-blockmax-8bit %.4g\n", running, blockmax);
-    CHECK_MSG(finite && blockmax < 1.1 * running + 1e-3, "staircase: finite %d rel_l2 %g (running max %g)", finite,
-              blockmax, running);
-    problem_free(&st);
     problem_free(&pr);
 }
 
