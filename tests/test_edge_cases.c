@@ -404,13 +404,15 @@ TEST(o_pq_v_stays_finite_for_v_near_flt_max) {
  * channel mean of ~10 keep the smoothed scores in FP32, so o was answered,
  * but the LSE adds q.mean(K) back (~1e39) and was stored as Inf with
  * SUCCESS.  An LSE beyond FP32 is now SCORE_OVERFLOW, in the simulation and
- * the reference alike; without lse both still answer o. */
+ * the reference alike; without lse both still answer o.  K's mean is 100
+ * here: with 10, q.mean(K) sm_scale ~ 1e38 |z| (z ~ N(0, 1) per row) stayed
+ * inside FP32 on most seeds (the test passed on the default seed only). */
 TEST(lse_beyond_fp32_is_a_clear_status) {
     static edge_inputs x;
     edge_random(&x);
     const int64_t nq = EB * EH * ESQ * ED, nk = EB * EH * ESKV * ED;
     scale_all(x.q, (int)nq, 1e37, 0.0);
-    scale_all(x.k, (int)nk, 1.0, 10.0);
+    scale_all(x.k, (int)nk, 1.0, 100.0);
     static float out[EB * EH * ESQ * ED], lse[EB * EH * ESQ];
     vcattn_attention_params p;
     vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, x.q, x.k, x.v, out);
