@@ -486,8 +486,10 @@ vcattn_status vcattn_round_bf16(const float *x, float *y, int64_t n);
  * library never prints or exits.
  *
  * Methods: VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
- * VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT (the contract is the CPU simulation's,
- * vcattn_simulate_attention); anything else is INVALID_ARGUMENT.
+ * VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
+ * VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT (the
+ * contract is the CPU simulation's, vcattn_simulate_attention); anything else is
+ * INVALID_ARGUMENT.
  */
 
 typedef enum vcattn_gpu_dtype {
