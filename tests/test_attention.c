@@ -601,7 +601,7 @@ static void sage2_k_groups(int64_t group_of_key[128]) {
 /* An independent model of sage2-8bit's Q K^T with V and P left in FP32:
  * K smoothed by its channel mean, INT8 codes and scales per group (above),
  * exact softmax of the dequantized scores in FP64.  o: (B,H,Sq,D). */
-static void sage2_qk_model(const problem *pr, double *o, double *lse) {
+static void sage2_qk_model(const problem *pr, double *o, double *lse, double *lse_mag) {
     const int64_t D = pr->D, Sq = pr->Sq, Skv = pr->Skv;
     const int64_t nblk = (Skv + 127) / 128;
     int64_t qg[128], kg[128];
@@ -669,6 +669,8 @@ static void sage2_qk_model(const problem *pr, double *o, double *lse) {
                 double qk = 0.0;
                 for (int64_t d = 0; d < D; ++d) qk += (double)q[(q0 + i) * D + d] * kmean[d];
                 lse[bh * Sq + q0 + i] = mx + log(sum) + qk * scale;
+                /* the terms' size: the FP32 pipeline rounds each of them */
+                lse_mag[bh * Sq + q0 + i] = fabs(mx) + log(sum) + fabs(qk * scale);
             }
         }
     }
@@ -698,7 +700,8 @@ TEST(sage2_per_thread_groups_match_the_kernel_layout) {
     const int64_t n = B * H * Sq * D;
     double *model = (double *)malloc(sizeof(double) * (size_t)n);
     double *model_lse = (double *)malloc(sizeof(double) * (size_t)(B * H * Sq));
-    sage2_qk_model(&pr, model, model_lse);
+    double *model_mag = (double *)malloc(sizeof(double) * (size_t)(B * H * Sq));
+    sage2_qk_model(&pr, model, model_lse, model_mag);
     vcattn_method_config cfg;
     vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &cfg);
     CHECK(cfg.qk_format == VCATTN_QK_FORMAT_INT8 && cfg.qk_granularity == VCATTN_QK_GRANULARITY_THREAD &&
@@ -714,12 +717,14 @@ TEST(sage2_per_thread_groups_match_the_kernel_layout) {
         peak = fmax(peak, fabs(model[i]));
     }
     for (int64_t i = 0; i < B * H * Sq; ++i)
-        lse_worst = fmax(lse_worst, fabs(pr.lse2[i] - model_lse[i]) / fmax(1.0, fabs(model_lse[i])));
-    /* measured (VCATTN_TEST_MEASURE=1, seeds 1-200 and the default): O <= 1.35e-5
-     * relative to max |O| (1.2e-6 on the default seed), LSE <= 7.1e-6 relative
-     * (3.9e-7 on the default seed): FP32 rounding of scores up to ~100 */
+        lse_worst = fmax(lse_worst, fabs(pr.lse2[i] - model_lse[i]) / fmax(1.0, model_mag[i]));
+    /* measured (VCATTN_TEST_MEASURE=1, seeds 1-300 and the default): O <= 1.35e-5
+     * relative to max |O| (1.2e-6 on the default seed), LSE <= 1.9e-7 relative to the
+     * size of its terms (|max score| + log l + |q.mean(K) sm_scale|, each rounded in FP32;
+     * relative to |LSE| itself the two large terms' cancellation reached 3.2e-5 on seed
+     * 1796159602, past the former 1.2e-5 bound) */
     CHECK_MSG(worst / peak < 2.5e-5, "O vs the group model: %g relative", worst / peak);
-    CHECK_MSG(lse_worst < 1.2e-5, "LSE vs the group model: %g relative", lse_worst);
+    CHECK_MSG(lse_worst < 2e-6, "LSE vs the group model: %g relative to its terms", lse_worst);
 
     /* the input is sensitive: sage2's own quantization error here is >= 0.27
      * of max |O| (measured), far above the model's FP32 rounding */
@@ -733,6 +738,7 @@ TEST(sage2_per_thread_groups_match_the_kernel_layout) {
               worst / peak);
     free(model);
     free(model_lse);
+    free(model_mag);
     problem_free(&pr);
 }
 
