@@ -57,8 +57,10 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
         mbarrier_init(b.q_full, 1);
         fence_mbarrier_init();
     }
-    if (kVs) vc_att_restore_init(sV, sMU, tid);
-    if (kVs) vc_att_keep_init(smem, tid);
+    if (kVs) {
+        vc_att_restore_init(sV, sMU, tid);
+        vc_att_keep_init(smem, tid);
+    }
     fence_proxy_async_shared();
     __syncthreads();
 
@@ -105,7 +107,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
      * through the loop cost a spill (ptxas -v) */
     const uint32_t u = read_tid_x() - 128; /* = 128 cw + 32 warp + lane */
     const int row0 = (int)((u >> 7) * 64 + ((u >> 5) & 3) * 16 + ((u & 31) >> 2)); /* cw*64 + warp*16 + g */
-    /* l: the quad's partials summed, except grouped (every thread holds the row's l) */
+    /* l: sage2 sums the quad's partials (epilogue.cuh); the V-Smooth modes hold the row's l */
     vc_store_rows<MODE, OutT>(a, cs.O, cs.l, cs.m, bh, qtile * VC_TILE_Q + row0, t);
 }
 
