@@ -442,7 +442,7 @@ static int write_json(const char *path, const char *preset, const vcattn_workloa
  * v_format FP32) and only p_format set: the kernel's tiling, running max (in
  * sequence order) and FP32 rounding, against vcattn_reference_attention_rows
  * on the same rows; compare with --running-max.  The ExpCast formats evaluate
- * the bracket with the INT32-score magic (vc_expcast_biased_bracket: the
+ * the bracket with the INT32-score magic (vc_expcast_int_bracket: the
  * float M + s), which rounds an FP32 score s to an integer; the kernels only
  * see INT8 scores, but with qk_format FP32 that rounding (0.5 x 0.1275 log2
  * units at D = 128) would swamp the P error.  So Q is multiplied by 1024 and

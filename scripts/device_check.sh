@@ -18,6 +18,7 @@
 #           Needs diffusers: scripts/device_pydeps.sh builds pydeps/ here; carry "pydeps"
 #   VC_COMPILE_ARGS="..."                more arguments for wan_block_compile.py (e.g. --small)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
+#   VC_BENCH_METHODS="name,name"         only these methods in gpu_bench's lines (default: all)
 #   VC_PREBUILT=dir                      use dir/{gpu_check,gpu_bench,kmeans_check,kmeans_bench}
 #                                        (and dir/libvcattn.so) instead of building
 #   OUT=dir                              logs go there (default ./out)

@@ -316,11 +316,12 @@ VC_HD static inline void vc_v_channel_scale_any(float amax, float mean_amax, flo
 #define VC_EXPCAST_MAX_CODE 120
 #define VC_EXPCAST_P_SCALE 256.0f /* value of code 120 */
 
+/* The code of a bracket t = 8u + 120 + beta: RNE, clamped at 0 (NaN: 0, as
+ * the kernel's saturating fma gives it) and, unreachably, at 120. */
 VC_HD static inline uint8_t vc_expcast_code_from_bracket(float t) {
-    float r = rintf(t);
-    if (r < 0.0f) r = 0.0f;
-    if (r > (float)VC_EXPCAST_MAX_CODE) r = (float)VC_EXPCAST_MAX_CODE;
-    return (uint8_t)r;
+    if (!(t > 0.0f)) return 0;
+    const float r = rintf(t);
+    return r > (float)VC_EXPCAST_MAX_CODE ? (uint8_t)VC_EXPCAST_MAX_CODE : (uint8_t)r;
 }
 
 /* u in log2 units (u <= 0 relative to the running row max). */
@@ -328,31 +329,46 @@ VC_HD static inline uint8_t vc_expcast_code(float u) {
     return vc_expcast_code_from_bracket(fmaf(8.0f, u, (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA));
 }
 
-/* ExpCast as the kernel (version 5) evaluates it: the bracket is computed with
- * 128 added, v = fma(a, s, fl(b + 128)).  On [128, 256) a BF16 number has a
- * unit in the last place of exactly 1, so the FP32 -> BF16 conversion is the
- * RNE and the low byte of the BF16 pattern is the code; v < 128 (bracket < 0)
- * gives code 0 (one BF16x2 max with 128 in the kernel).  Two codes per
- * conversion and per max: 2 instructions per pair instead of the second FFMA
- * per score.  The bracket never exceeds 120 + beta, so v < 248.5. */
-#define VC_EXPCAST_BF16_OFFSET 128.0f
-VC_HD static inline uint8_t vc_expcast_code_biased(float v) {
-    const float h = vc_bf16_round(v);
-    if (!(h > VC_EXPCAST_BF16_OFFSET)) return 0; /* also NaN: the BF16 max returns 128 */
-    const float c = h - VC_EXPCAST_BF16_OFFSET;
-    return c > (float)VC_EXPCAST_MAX_CODE ? (uint8_t)VC_EXPCAST_MAX_CODE : (uint8_t)c; /* unreachable clamp */
-}
-
-/* The kernel (version 5) does not convert the INT32 score with I2F: it reads
- * the bit pattern s + 0x4B400000 as the float M + s, M = 1.5 * 2^23 (exact for
+/* The kernel does not convert the INT32 score with I2F: it reads the bit
+ * pattern s + 0x4B400000 as the float M + s, M = 1.5 * 2^23 (exact for
  * |s| < 2^22; INT8 Q K^T with D <= 128 stays below 2^21).  With a = 8c and the
- * running max m (log2 units) the biased bracket is
- *     v = fma(a, M + s, fma(-8, m, fma(-a, M, 120 + beta + 128)))
+ * scale m (log2 units) the bracket is
+ *     t = fma(a, M + s, fma(-8, m, fma(-a, M, 120 + beta)))
  * the innermost fma is known before the block's max (a depends on the scales
- * only), so one fma after the max gives the bias. */
+ * only), so one fma after the max gives the bias (vc_expcast_int_bracket).
+ *
+ * How the kernel rounds and clamps it (plain and block-max ExpCast): every
+ * term is scaled by 2^-24 (a power of two: exact while a 2^-24 stays normal,
+ * a >= 2^-102; below that a s < 2^-81 codes moves no code), so its ONE fma
+ * per score is
+ *     w = sat(fma(a 2^-24, M + s, b 2^-24)) = sat(2^-24 t)
+ * with the saturation (clamp to [0, 1], NaN -> 0) as the clamp at code 0.
+ * Below 2^-14, FP16 numbers are subnormal and spaced 2^-24, so the FP32 ->
+ * FP16x2 conversion is the RNE of t (ties to even) and the low byte of each
+ * FP16 pattern is the code; brackets stay below 120 + beta < 2^10.  Per pair
+ * of scores that is one conversion and no max (the earlier form rounded
+ * t + 128 to BF16 and needed a BF16x2 max with 128 for the clamp: 2.5% of
+ * the default's kernel time at Wan 720p).  The code is therefore exactly
+ * vc_expcast_code_from_bracket(t). */
 #define VC_EXPCAST_INT_MAGIC 12582912.0f
-/* The biased form computes fl(-a M + const) before it adds a (M + s): an error
- * of up to half an ulp of a M = 1.5 * 2^23 a in code units.  For a <= 2^-7
+#define VC_EXPCAST_INT_MAGIC_BITS 0x4B400000
+#define VC_EXPCAST_CONST 119.65f     /* 120 + beta */
+#define VC_EXPCAST_SAT_SCALE 0x1p-24f /* FP16's subnormal spacing */
+VC_HD static inline float vc_expcast_bias_pre(float a) { return fmaf(-a, VC_EXPCAST_INT_MAGIC, VC_EXPCAST_CONST); }
+VC_HD static inline float vc_expcast_bias(float pre, float m) { return fmaf(-8.0f, m, pre); }
+VC_HD static inline float vc_expcast_int_bracket(float a, float s, float m) {
+    return fmaf(a, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias(vc_expcast_bias_pre(a), m));
+}
+/* The same two bias terms times 2^-24, for the kernel's saturating fma
+ * (a_s = a 2^-24): each is 2^-24 times vc_expcast_bias_pre / vc_expcast_bias. */
+VC_HD static inline float vc_expcast_sat_bias_pre(float a_s) {
+    return fmaf(-a_s, VC_EXPCAST_INT_MAGIC, VC_EXPCAST_CONST * VC_EXPCAST_SAT_SCALE);
+}
+VC_HD static inline float vc_expcast_sat_bias(float pre_s, float m) {
+    return fmaf(-8.0f * VC_EXPCAST_SAT_SCALE, m, pre_s);
+}
+/* fl(-a M + const) comes before a (M + s) is added: an error of up to half an
+ * ulp of a M = 1.5 * 2^23 a in code units.  For a <= 2^-7
  * (scores of ordinary magnitude: a is ~1e-3) that is <= 2^-7 of a code; for
  * larger a (scores of thousands of log2 units per INT8 step: Q or sm_scale
  * scaled up by >= ~1e3) the error swamps the code and a whole row can get
@@ -360,20 +376,18 @@ VC_HD static inline uint8_t vc_expcast_code_biased(float v) {
  * per-thread branch, taken only for such inputs) then evaluate the bracket
  * from the FP32 score t = fl(s c) relative to the scale m instead, in FP32:
  * fma(8, fl(t - m), const), which keeps the row max at the top code
- * (vc_expcast_bracket_direct). */
+ * (vc_expcast_bracket_direct; the kernel's saturating form scales 8 and
+ * const by 2^-24, exactly as above). */
 #define VC_EXPCAST_MAGIC_MAX_A 0.0078125f /* 2^-7 */
-VC_HD static inline float vc_expcast_bracket_direct(float t, float m, float biased_const) {
-    return fmaf(8.0f, t - m, biased_const);
+VC_HD static inline float vc_expcast_bracket_direct(float t, float m, float bracket_const) {
+    return fmaf(8.0f, t - m, bracket_const);
 }
-#define VC_EXPCAST_INT_MAGIC_BITS 0x4B400000
-#define VC_EXPCAST_BIASED_CONST 247.65f /* 120 + beta + 128 */
-VC_HD static inline float vc_expcast_bias_pre(float a) {
-    return fmaf(-a, VC_EXPCAST_INT_MAGIC, VC_EXPCAST_BIASED_CONST);
-}
-VC_HD static inline float vc_expcast_bias(float pre, float m) { return fmaf(-8.0f, m, pre); }
-VC_HD static inline float vc_expcast_biased_bracket(float a, float s, float m) {
-    return fmaf(a, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias(vc_expcast_bias_pre(a), m));
-}
+
+/* The tail line's kernel form (below) keeps the bracket + 128 rounded to
+ * BF16: on [128, 256) a BF16 number has a unit in the last place of exactly
+ * 1, so the FP32 -> BF16 conversion is the RNE, the low byte is line 1's code,
+ * and the BF16 FMA of line 2 works on that value. */
+#define VC_EXPCAST_BF16_OFFSET 128.0f
 
 /* ---- ExpCast with a tail line ------------------------------------------------
  * ExpCast's code is linear in u, so it spends E4M3's eight subnormal codes on

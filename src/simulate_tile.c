@@ -238,19 +238,20 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
     case VCATTN_P_FORMAT_EXPCAST:
     case VCATTN_P_FORMAT_EXPCAST_TAIL: {
         /* ONE fma per score: c = clip(RNE(8 * (t - m) + 120 + beta)), evaluated
-         * as the kernel does: bracket + 128, rounded by the FP32 -> BF16
-         * conversion (numerics.h, vc_expcast_code_biased); the tail variant
-         * puts the row max at code 126 and adds the tail line
-         * (vc_expcast_tail_code_biased) */
+         * as the kernel does (numerics.h): the bracket from the INT32 score
+         * (vc_expcast_int_bracket), RNE and the clamp at 0 by the kernel's
+         * saturating fma and FP16 conversion (vc_expcast_code_from_bracket);
+         * the tail variant keeps the bracket + 128 rounded to BF16, puts the
+         * row max at code 126 and adds the tail line (vc_expcast_tail_code_biased) */
         const int tail = c->cfg->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL;
-        const float direct_const = tail ? VC_EXPCAST_TAIL_BIASED_CONST : VC_EXPCAST_BIASED_CONST;
+        const float direct_const = tail ? VC_EXPCAST_TAIL_BIASED_CONST : VC_EXPCAST_CONST;
         const float p_scale = tail ? VC_EXPCAST_TAIL_P_SCALE : VC_EXPCAST_P_SCALE;
         for (int64_t j = 0; j < nvalid; ++j) {
             const float a = 8.0f * (float)cc[j];
             const float v = a > VC_EXPCAST_MAGIC_MAX_A ? vc_expcast_bracket_direct((float)tt[j], (float)m_new, direct_const)
                             : tail ? vc_expcast_tail_biased_bracket(a, (float)sd[j], (float)m_new)
-                                   : vc_expcast_biased_bracket(a, (float)sd[j], (float)m_new);
-            const uint8_t code = tail ? vc_expcast_tail_code_biased(v) : vc_expcast_code_biased(v);
+                                   : vc_expcast_int_bracket(a, (float)sd[j], (float)m_new);
+            const uint8_t code = tail ? vc_expcast_tail_code_biased(v) : vc_expcast_code_from_bracket(v);
             pq[j] = vc_e4m3_decode(code);
             lsum += R(c, exp2(R(c, tt[j] - m_new))) * p_scale;
         }

@@ -193,9 +193,9 @@ TEST(golden_scales_of_v_nvfp4_and_the_row_sum) {
     check_golden("blockmax_scale", bm.h);
 }
 
-/* ExpCast's codes as the kernel computes them: the biased bracket from an
- * INT32 score, a scale a and the running max, for the plain and tail lines,
- * and the direct bracket of huge scales. */
+/* ExpCast's codes as the kernel computes them: the bracket from an INT32
+ * score, a scale a and the running max (the plain line's saturated form, the
+ * tail line's biased one), and the direct bracket of huge scales. */
 TEST(golden_expcast_codes) {
     fnv plain = {0xCBF29CE484222325ull}, tail = plain, direct = plain, exp_path = plain;
     const float as[] = {0x1p-12f, 1.1e-3f, 3.7e-3f, 0x1p-8f};
@@ -203,7 +203,7 @@ TEST(golden_expcast_codes) {
         const float a = as[ai];
         const float m = 9000.0f * a / 8.0f; /* the running max: a score of 9000 */
         for (int s = -16000; s <= 9000; s += 7) {
-            const uint8_t c1 = vc_expcast_code_biased(vc_expcast_biased_bracket(a, (float)s, m));
+            const uint8_t c1 = vc_expcast_code_from_bracket(vc_expcast_int_bracket(a, (float)s, m));
             const uint8_t c2 = vc_expcast_tail_code_biased(vc_expcast_tail_biased_bracket(a, (float)s, m));
             fnv_bytes(&plain, &c1, 1);
             fnv_bytes(&tail, &c2, 1);
@@ -211,7 +211,7 @@ TEST(golden_expcast_codes) {
     }
     for (int i = 0; i <= 4000; ++i) {
         const float u = -0.006f * (float)i;
-        const uint8_t c1 = vc_expcast_code_biased(vc_expcast_bracket_direct(u, 0.0f, VC_EXPCAST_BIASED_CONST));
+        const uint8_t c1 = vc_expcast_code_from_bracket(vc_expcast_bracket_direct(u, 0.0f, VC_EXPCAST_CONST));
         const uint8_t c2 = vc_expcast_tail_code_biased(vc_expcast_bracket_direct(u, 0.0f, VC_EXPCAST_TAIL_BIASED_CONST));
         const uint8_t c3 = vc_expcast_code(u), c4 = vc_expcast_tail_code(u);
         fnv_bytes(&direct, &c1, 1);

@@ -160,41 +160,57 @@ TEST(expcast_code_edges) {
         CHECK(vc_expcast_code((float)-k) == vc_exp_then_cast_code((float)-k));
 }
 
-/* Kernel 5's ExpCast (numerics.h): the bracket + 128 rounded by the FP32 ->
- * BF16 conversion must be clip[0,120](RNE(bracket)) for every bracket the
- * kernel can produce (<= 120 + beta), and the INT32-as-float form of the
- * bracket must stay within a few FP32 ulps of the exact affine value. */
-TEST(expcast_biased_code_is_rne_of_the_bracket) {
+/* The kernel's ExpCast (numerics.h): sat(2^-24 bracket) converted to FP16 is
+ * a subnormal whose pattern is clip[0,120](RNE(bracket)) for every bracket the
+ * kernel can produce (<= 120 + beta), NaN included (the saturation gives 0).
+ * The FP16 rounding here is the generic minifloat rounder, not the code. */
+static uint8_t expcast_code_via_fp16_subnormal(float t) {
+    float w = t * VC_EXPCAST_SAT_SCALE;
+    w = w > 0.0f ? (w < 1.0f ? w : 1.0f) : 0.0f; /* fma.sat: [0, 1], NaN -> 0 */
+    const float h = vc_fp16_round(w);
+    const float bits = h / VC_EXPCAST_SAT_SCALE; /* a subnormal's pattern is h / 2^-24 */
+    CHECK_MSG(h < 0x1p-14f && bits == floorf(bits), "t %.9g: FP16 %.9g is not a subnormal code", t, h);
+    return (uint8_t)bits;
+}
+
+TEST(expcast_sat_code_is_rne_of_the_bracket) {
     test_rng r = {0xE9C457u};
-    int tested = 0;
     for (int i = 0; i < 200000; ++i) {
         /* brackets from deep underflow up to the max, a quarter of them exact .5 ties */
         float y = (float)(test_rng_uniform(&r) * 400.0 - 280.0);
         if (i % 4 == 0) y = floorf(y) + 0.5f;
-        if (y > (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA) y = (float)VC_EXPCAST_MAX_CODE + VC_EXPCAST_BETA;
-        const float v = y + VC_EXPCAST_BF16_OFFSET;
-        /* the kernel computes v directly (one fma); compare where v - 128 is y exactly */
-        if (v - VC_EXPCAST_BF16_OFFSET != y) continue;
-        ++tested;
-        CHECK_MSG(vc_expcast_code_biased(v) == vc_expcast_code_from_bracket(y), "y %.9g: biased %d vs rne %d", y,
-                  vc_expcast_code_biased(v), vc_expcast_code_from_bracket(y));
+        if (y > VC_EXPCAST_CONST) y = VC_EXPCAST_CONST;
+        const uint8_t want = (uint8_t)(y > 0.0f ? rint(y) : 0.0);
+        CHECK_MSG(expcast_code_via_fp16_subnormal(y) == want, "y %.9g: FP16 %d vs rne %d", y,
+                  expcast_code_via_fp16_subnormal(y), want);
+        CHECK(vc_expcast_code_from_bracket(y) == want);
     }
-    CHECK_MSG(tested > 100000, "only %d brackets compared", tested);
-    CHECK(vc_expcast_code_biased(-1.0e30f) == 0);
-    CHECK(vc_expcast_code_biased(NAN) == 0); /* the kernel's BF16 max returns 128 for NaN */
-    CHECK(vc_expcast_code_biased(247.65f) == 120);
+    CHECK(vc_expcast_code_from_bracket(-1.0e30f) == 0);
+    CHECK(vc_expcast_code_from_bracket(NAN) == 0);
+    CHECK(expcast_code_via_fp16_subnormal(NAN) == 0);
+    CHECK(vc_expcast_code_from_bracket(VC_EXPCAST_CONST) == 120);
+    CHECK(vc_expcast_code_from_bracket(2.5f) == 2 && vc_expcast_code_from_bracket(3.5f) == 4); /* ties to even */
 }
 
+/* The kernel evaluates the bracket with every term times 2^-24; that must be
+ * exactly 2^-24 times the simulation's vc_expcast_int_bracket, and the
+ * INT32-as-float form must stay within a few FP32 ulps of the exact affine
+ * value. */
 TEST(expcast_int_magic_bracket_tracks_the_affine_form) {
     test_rng r = {0x5EED5u};
     for (int i = 0; i < 100000; ++i) {
-        const float a = (float)(1e-5 + test_rng_uniform(&r) * 1e-3); /* 8c for realistic scales */
+        float a = (float)(1e-5 + test_rng_uniform(&r) * 1e-3); /* 8c for realistic scales */
+        if (i % 10 == 0) a = ldexpf(a, -(int)(test_rng_uniform(&r) * 90.0)); /* tiny scales too */
         const float s = (float)(int)((test_rng_uniform(&r) * 2.0 - 1.0) * 2064512.0); /* |INT8 QK| bound */
-        const float m = (float)(test_rng_uniform(&r) * 400.0 - 200.0);
-        const double exact = (double)a * (double)s + (247.65 - 8.0 * (double)m);
-        const double got = vc_expcast_biased_bracket(a, s, m);
+        const float m = (float)(test_rng_uniform(&r) * 400.0 - 200.0) * (a / 1e-3f);
+        const float got = vc_expcast_int_bracket(a, s, m);
+        const float a_s = a * VC_EXPCAST_SAT_SCALE;
+        const float w = fmaf(a_s, VC_EXPCAST_INT_MAGIC + s, vc_expcast_sat_bias(vc_expcast_sat_bias_pre(a_s), m));
+        if (fabsf(got) >= 0x1p-102f) /* the scaled value is FP32-normal: exact */
+            CHECK_MSG(w == got * VC_EXPCAST_SAT_SCALE, "a %g s %g m %g: %.9g vs 2^-24 %.9g", a, s, m, w, got);
+        const double exact = (double)a * (double)s + ((double)VC_EXPCAST_CONST - 8.0 * (double)m);
         /* error: the fp32 roundings of a*M (~a * 1.26e7) and of the bias, a few ulps of them */
-        const double tol = 4.0 * 0x1.0p-24 * ((double)a * 12582912.0 + fabs(exact) + 8.0 * fabs((double)m) + 248.0);
+        const double tol = 4.0 * 0x1.0p-24 * ((double)a * 12582912.0 + fabs(exact) + 8.0 * fabs((double)m) + 120.0);
         CHECK_MSG(fabs(got - exact) <= tol, "a %g s %g m %g: %.9g vs %.9g", a, s, m, got, exact);
     }
 }

@@ -36,6 +36,19 @@ static float ms_since(cudaEvent_t e0, cudaEvent_t e1) {
     return ms;
 }
 
+/* name is one of the comma-separated entries of list (whole names only) */
+static int method_listed(const char *list, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
 static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
     shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1, 0};
     /* random inputs made on the GPU side in bulk would be faster; host randn is fine here */
@@ -47,7 +60,9 @@ static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, i
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
+    const char *only = getenv("VC_BENCH_METHODS"); /* comma-separated method names; unset: all */
     for (int mi = 0; mi < N_METHODS; ++mi) {
+        if (only && !method_listed(only, vcattn_method_name(k_methods[mi]))) continue;
         vcattn_gpu_params p;
         gpu_params(&s, &in, k_methods[mi], &p);
         p.lse = NULL;

@@ -6,13 +6,15 @@
  *   exp path (sage2, vsmooth): p = 2^(s c - m) by MUFU.EX2, cast to E4M3 by
  *     F2FP (SageAttention2's scaling: the max offset 8.807 puts the row max
  *     at 448);
- *   ExpCast: the E4M3 byte straight from the score, one FFMA per score;
- *     the FP32 -> BF16x2 conversion rounds two brackets at once (on [128, 256)
- *     BF16 has a unit in the last place of 1), one BF16x2 max clamps both at
- *     code 0 and one PRMT packs four codes;
- *   ExpCast with the tail line: the same bracket (row max at code 126), and
- *     per pair one BF16x2 FMA gives the tail line from the converted pair and
- *     one more BF16x2 max takes the larger line;
+ *   ExpCast: the E4M3 byte straight from the score, one saturating FFMA per
+ *     score (the bracket times 2^-24, clamped at code 0 by the saturation);
+ *     the FP32 -> FP16x2 conversion rounds two brackets at once (FP16
+ *     subnormals are spaced 2^-24) and one PRMT packs four codes;
+ *   ExpCast with the tail line: the bracket + 128 (row max at code 126)
+ *     rounded by the FP32 -> BF16x2 conversion (on [128, 256) BF16 has a unit
+ *     in the last place of 1), one BF16x2 max clamps at code 0, and per pair
+ *     one BF16x2 FMA gives the tail line from the converted pair and one more
+ *     BF16x2 max takes the larger line;
  *   ExpCast against the block's own max (VC_MODE_EXPCAST_BLOCKMAX): the
  *     ExpCast codes, with the scale m following the block's max down by at
  *     most d = min(1, 64 / blocks) log2 units per block (numerics.h, "the
@@ -28,7 +30,7 @@
 #include "attention/restore.cuh"
 #include "ptx/cvt.cuh"
 
-#define VC_ATT_BF16X2_128 0x43004300u /* BF16 128.0 twice: code 0 of the biased ExpCast */
+#define VC_ATT_BF16X2_128 0x43004300u /* BF16 128.0 twice: code 0 of the tail line's biased bracket */
 
 /* Max of this thread's 32 INT32 scores of accumulator row g + 8 hh (columns
  * 8j + 2t + e; masked past nvalid with TAIL): a tree of 3-input maxima of
@@ -74,10 +76,12 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
     /* ExpCast reads the INT32 score s as the float M + s (M = 1.5 * 2^23: an
      * integer add on the bit pattern, exact for |s| < 2^22, so no I2F on the
      * ALU pipe); the bias absorbs -8c M before the max is known
-     * (numerics.h, vc_expcast_biased_bracket) */
-    const float bpre = MODE == VC_MODE_EXPCAST_TAIL ? vc_expcast_tail_bias_pre(c8) : vc_expcast_bias_pre(c8);
+     * (numerics.h, vc_expcast_int_bracket).  Plain and block-max ExpCast
+     * scale the fma's terms by 2^-24 for the saturating form (a_s, bpre) */
+    constexpr bool kSat = VC_MODE_IS_EXPCAST(MODE) && MODE != VC_MODE_EXPCAST_TAIL;
+    const float a_s = kSat ? c8 * VC_EXPCAST_SAT_SCALE : c8; /* exact */
+    const float bpre = MODE == VC_MODE_EXPCAST_TAIL ? vc_expcast_tail_bias_pre(c8) : vc_expcast_sat_bias_pre(a_s);
     const bool direct = DIRECT && c8 > VC_EXPCAST_MAGIC_MAX_A;
-    const float dconst = MODE == VC_MODE_EXPCAST_TAIL ? VC_EXPCAST_TAIL_BIASED_CONST : VC_EXPCAST_BIASED_CONST;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         const int mx = vc_row_max_s32<TAIL>(S, hh, t, nvalid);
@@ -95,7 +99,8 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         if (kFloor && floor_here) m_new = vc_blockmax_group_floor(m_new, G[hh]);
         alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
         if (VC_MODE_IS_EXPCAST(MODE)) {
-            bias[hh] = vc_expcast_bias(bpre, m_new); /* one fma after the max */
+            /* one fma after the max */
+            bias[hh] = kSat ? vc_expcast_sat_bias(bpre, m_new) : vc_expcast_bias(bpre, m_new);
         } else {
             bias[hh] = -m_new;
         }
@@ -118,30 +123,45 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                 const int j0 = 4 * kk + 2 * i;
                 const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};
                 const int col[4] = {8 * j0 + 2 * t, 8 * j0 + 2 * t + 1, 8 * j0 + 8 + 2 * t, 8 * j0 + 9 + 2 * t};
-                if (VC_MODE_IS_EXPCAST(MODE)) {
-                    /* v = bracket + 128 (ONE FFMA per score); the BF16x2
-                     * conversion is the RNE of two brackets, the BF16x2 max
-                     * with 128 the clamp at code 0, and the low byte of each
-                     * half is the code: bit-identical to
-                     * vc_expcast_code_biased(fmaf(8c, s, b + 128)). */
-                    float y[4];
+                if (kSat) {
+                    /* w = sat(2^-24 bracket): ONE FFMA.SAT per score, whose
+                     * saturation is the clamp at code 0; the FP32 -> FP16x2
+                     * conversion of two of them is the RNE of their brackets
+                     * (FP16 subnormals are spaced 2^-24), the low byte of each
+                     * half the code: vc_expcast_code_from_bracket of
+                     * vc_expcast_int_bracket (numerics.h) */
+                    float w[4];
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
+                        w[e] = fma_sat(a_s, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
                         /* __fmul_rn: contracted into the subtraction of m (one FFMA), the
                          * product's rounding residual, up to half an ULP of a score of
                          * ~1e12 log2 units, became the bracket (codes past 255: NaN rows) */
                         if (DIRECT && direct)
-                            y[e] = vc_expcast_bracket_direct(__fmul_rn((float)S[idx[e]], c), m[hh], dconst);
+                            w[e] = fma_sat(8.0f * VC_EXPCAST_SAT_SCALE, __fsub_rn(__fmul_rn((float)S[idx[e]], c), m[hh]),
+                                           VC_EXPCAST_CONST * VC_EXPCAST_SAT_SCALE);
+                        if (TAIL && col[e] >= nvalid) w[e] = 0.0f; /* code 0 */
+                    }
+                    P[kk][2 * i + hh] = prmt(cvt_f16x2(w[0], w[1]), cvt_f16x2(w[2], w[3]), 0x6420);
+                } else if (MODE == VC_MODE_EXPCAST_TAIL) {
+                    /* v = bracket + 128 (ONE FFMA per score); the BF16x2
+                     * conversion is the RNE of two brackets, the BF16x2 max
+                     * with 128 the clamp at code 0, and the low byte of each
+                     * half is line 1's code; one BF16x2 FMA and max add the
+                     * tail line: bit-identical to vc_expcast_tail_code_biased */
+                    float y[4];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
+                        if (DIRECT && direct)
+                            y[e] = vc_expcast_bracket_direct(__fmul_rn((float)S[idx[e]], c), m[hh],
+                                                             VC_EXPCAST_TAIL_BIASED_CONST);
                         if (TAIL && col[e] >= nvalid) y[e] = 0.0f; /* code 0 */
                     }
                     const uint32_t b01 = cvt_bf16x2(y[0], y[1]), b23 = cvt_bf16x2(y[2], y[3]);
                     uint32_t h01 = max_bf16x2(b01, VC_ATT_BF16X2_128), h23 = max_bf16x2(b23, VC_ATT_BF16X2_128);
-                    if (MODE == VC_MODE_EXPCAST_TAIL) {
-                        /* bit-identical to vc_expcast_tail_code_biased */
-                        h01 = max_bf16x2(h01, fma_bf16x2(b01, VC_EXPCAST_TAIL_SLOPE_BF16X2, VC_EXPCAST_TAIL_OFFSET_BF16X2));
-                        h23 = max_bf16x2(h23, fma_bf16x2(b23, VC_EXPCAST_TAIL_SLOPE_BF16X2, VC_EXPCAST_TAIL_OFFSET_BF16X2));
-                    }
+                    h01 = max_bf16x2(h01, fma_bf16x2(b01, VC_EXPCAST_TAIL_SLOPE_BF16X2, VC_EXPCAST_TAIL_OFFSET_BF16X2));
+                    h23 = max_bf16x2(h23, fma_bf16x2(b23, VC_EXPCAST_TAIL_SLOPE_BF16X2, VC_EXPCAST_TAIL_OFFSET_BF16X2));
                     P[kk][2 * i + hh] = prmt(h01, h23, 0x6420);
                 } else {
                     float p[4];

@@ -24,6 +24,13 @@ __device__ __forceinline__ float ex2_approx(float x) {
     return r;
 }
 
+/* a * b + c, RNE, clamped to [0, 1] (NaN -> 0): one FFMA.SAT. */
+__device__ __forceinline__ float fma_sat(float a, float b, float c) {
+    float r;
+    asm("fma.rn.sat.f32 %0, %1, %2, %3;\n" : "=f"(r) : "f"(a), "f"(b), "f"(c));
+    return r;
+}
+
 /* Byte permute: selects 4 bytes of {b, a} by the nibbles of sel. */
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
     uint32_t r;
