@@ -129,7 +129,7 @@ __device__ __forceinline__ void vc_km_cluster_item(const vc_km_fused_args &a, co
             float2 c2[8];
 #pragma unroll
             for (int t = 0; t < 8; ++t)
-                if (t * 8 < K) c2[t] = *reinterpret_cast<const float2 *>(&cn[t * 8 + qc]);
+                c2[t] = *reinterpret_cast<const float2 *>(&cn[t * 8 + qc]); /* INFINITY past K */
             int args[2];
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
