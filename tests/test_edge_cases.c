@@ -328,9 +328,10 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     const vcattn_method ms[6] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
                                  VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
                                  VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT};
-    const int is_expcast[6] = {0, 0, 1, 1, 1, 0};
     for (int i = 0; i < 6; ++i) {
-        const int expcast = is_expcast[i];
+        vcattn_method_config mc;
+        CHECK_STATUS(vcattn_method_config_get(ms[i], &mc), VCATTN_STATUS_SUCCESS);
+        const int expcast = mc.p_format == VCATTN_P_FORMAT_EXPCAST || mc.p_format == VCATTN_P_FORMAT_EXPCAST_TAIL;
         p.method = ms[i];
         p.softmax_scale = 1e3;
         CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SUCCESS);
