@@ -28,15 +28,7 @@
 #include <stdlib.h>
 
 #include "numerics.h"
-
-static uint64_t g_state = 88172645463325252ull;
-
-static double uniform01(void) { /* xorshift64, (0, 1) */
-    g_state ^= g_state << 13;
-    g_state ^= g_state >> 7;
-    g_state ^= g_state << 17;
-    return ((double)(g_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
+#include "xorshift.h"
 
 static double gauss(void) { return sqrt(-2.0 * log(uniform01())) * cos(2.0 * M_PI * uniform01()); }
 

@@ -16,15 +16,7 @@
 #include <string.h>
 
 #include "vcattn.h"
-
-static uint64_t g_state = 88172645463325252ull;
-
-static double uniform01(void) { /* xorshift64, (0, 1) */
-    g_state ^= g_state << 13;
-    g_state ^= g_state >> 7;
-    g_state ^= g_state << 17;
-    return ((double)(g_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
+#include "xorshift.h"
 
 static float bf16(float x) { /* RNE to BF16 */
     uint32_t b;
