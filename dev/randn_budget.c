@@ -61,8 +61,9 @@ int main(int argc, char **argv) {
     vcattn_kmeans_params_init(&kp);
     if (vcattn_vsmooth_plan(qkv[2], 1, H, S, D, p.v_stride, &kp, perm, NULL, NULL) != VCATTN_STATUS_SUCCESS) return 1;
 
-    static const char *names[] = {"sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit"};
-    for (int mi = 0; mi < 4; ++mi) {
+    static const char *names[] = {"sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit",
+                                  "vsmooth-split-blockmax-8bit"};
+    for (int mi = 0; mi < 5; ++mi) {
         vcattn_method m;
         vcattn_method_from_name(names[mi], &m);
         for (int var = 0; var < (mi >= 2 ? 3 : 1); ++var) {

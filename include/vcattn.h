@@ -119,6 +119,8 @@ typedef enum vcattn_method {
                                                     against its own max (VCATTN_P_SCALE_BLOCK_MAX) */
     VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT, /* vsmooth-8bit (exact exp2, E4M3 P) with each block's P
                                             against its own max: the most faithful 8-bit method */
+    VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, /* the block-max scale with P split: keys 0-15 of
+                                                  every 32 by the exp path, the rest by ExpCast */
     VCATTN_METHOD_COUNT
 } vcattn_method;
 
@@ -146,13 +148,15 @@ typedef enum vcattn_p_format {
     VCATTN_P_FORMAT_E4M3,    /* FP32 exp2, scaled to the E4M3 max (448), RNE cast */
     VCATTN_P_FORMAT_EXPCAST, /* ExpCast code straight from the score */
     VCATTN_P_FORMAT_NVFP4,   /* SageAttention3's two-level NVFP4 P */
-    VCATTN_P_FORMAT_EXPCAST_TAIL /* ExpCast with the tail line (numerics.h, vc_expcast_tail_code_biased) */
+    VCATTN_P_FORMAT_EXPCAST_TAIL, /* ExpCast with the tail line (numerics.h, vc_expcast_tail_code_biased) */
+    VCATTN_P_FORMAT_SPLIT /* half the keys (vc_split_key_is_exp) by FP32 exp2 + RNE cast with the
+                             max at 256, the other half by ExpCast (numerics.h, "the split P") */
 } vcattn_p_format;
 
 /* The scale each key block's P is written against (numerics.h, "the block-max
  * P scale"): the running row max of the online softmax, or the block's own max,
  * falling at most d = min(1, 64 / blocks) log2 units per block (only with
- * P_FORMAT_E4M3, whose block max then sits at 256 instead of 448, or EXPCAST). */
+ * P_FORMAT_E4M3, whose block max then sits at 256 instead of 448, EXPCAST or SPLIT). */
 typedef enum vcattn_p_scale {
     VCATTN_P_SCALE_RUNNING_MAX = 0,
     VCATTN_P_SCALE_BLOCK_MAX
@@ -463,6 +467,22 @@ typedef struct vcattn_expcast_tail_facts {
 /* samples_per_doubling >= 16. */
 vcattn_status vcattn_expcast_tail_measure(int64_t samples_per_doubling, vcattn_expcast_tail_facts *facts);
 
+/* The split P (vsmooth-split-blockmax-8bit): the two halves of a block's keys are
+ * written in the same scale only if ExpCast's codes and the exp path's decode to the
+ * same geometric-mean ratio decoded / 2^u (the exp half's offset is set for that); a
+ * mismatch would weight one half against the other.  Measured over u evenly in
+ * [-8, 0] octaves (the normal range), with the RMS of log2(decoded / (scale 2^u)) per
+ * path (the per-key error of each half in its own scale). */
+typedef struct vcattn_split_facts {
+    double exp_share;            /* share of a block's 128 keys written by the exp path */
+    double scale[2];             /* exp half, ExpCast half: geometric-mean decoded / 2^u */
+    double scale_ratio;          /* scale[1] / scale[0]; 1 = the halves agree */
+    double rms_log2_error[2];    /* same order */
+} vcattn_split_facts;
+
+/* samples_per_doubling >= 16. */
+vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_facts *facts);
+
 /* ---- codecs, exported for bindings and tests --------------------------------------- */
 
 /* Element-wise RNE codes / decoded values of the shared numerics (n >= 0). */
@@ -487,7 +507,8 @@ vcattn_status vcattn_round_bf16(const float *x, float *y, int64_t n);
  *
  * Methods: VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
  * VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
- * VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT (the
+ * VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT,
+ * VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT (the
  * contract is the CPU simulation's, vcattn_simulate_attention); anything else is
  * INVALID_ARGUMENT.
  */

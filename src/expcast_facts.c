@@ -78,3 +78,32 @@ vcattn_status vcattn_expcast_tail_measure(int64_t samples_per_doubling, vcattn_e
     facts->offset = VC_EXPCAST_TAIL_OFFSET;
     return VCATTN_STATUS_SUCCESS;
 }
+
+/* numerics.h, "the split P": both halves' scales and per-key errors over the
+ * normal range, each half as the split writes it */
+vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_facts *facts) {
+    if (!facts) return VCATTN_STATUS_NULL_POINTER;
+    if (samples_per_doubling < 16 || samples_per_doubling > (int64_t)1 << 32)
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    int exp_keys = 0;
+    for (int j = 0; j < VC_BLOCK_K; ++j) exp_keys += vc_split_key_is_exp(j);
+    facts->exp_share = (double)exp_keys / VC_BLOCK_K;
+    const double n = (double)(8 * samples_per_doubling);
+    for (int path = 0; path < 2; ++path) {
+        double s1 = 0.0, s2 = 0.0;
+        for (int64_t i = 0; i < 8 * samples_per_doubling; ++i) {
+            const double u = -((double)i + 0.5) / (double)samples_per_doubling;
+            /* the exp half as the split writes it: vc_exp_then_cast_code puts u = 0 at 256 */
+            const uint8_t code = path == 0 ? vc_exp_then_cast_code((float)(u + (VC_SPLIT_EXP_LOG2_OFFSET - 8.0)))
+                                           : vc_expcast_code((float)u);
+            const double r = log2(vc_e4m3_decode(code) / exp2(u + 8.0));
+            s1 += r;
+            s2 += r * r;
+        }
+        const double mean = s1 / n;
+        facts->scale[path] = exp2(mean);
+        facts->rms_log2_error[path] = sqrt(fmax(s2 / n - mean * mean, 0.0));
+    }
+    facts->scale_ratio = facts->scale[1] / facts->scale[0];
+    return VCATTN_STATUS_SUCCESS;
+}

@@ -41,6 +41,9 @@ static const vc_method_entry k_methods[VCATTN_METHOD_COUNT] = {
     [VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT] = {"vsmooth-blockmax-8bit",
         {VCATTN_QK_FORMAT_INT8, VCATTN_QK_GRANULARITY_THREAD, 1, 0,
          VCATTN_V_FORMAT_E4M3_PER_CHANNEL, 1, VCATTN_P_FORMAT_E4M3, 1, VCATTN_P_SCALE_BLOCK_MAX}},
+    [VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT] = {"vsmooth-split-blockmax-8bit",
+        {VCATTN_QK_FORMAT_INT8, VCATTN_QK_GRANULARITY_THREAD, 1, 0,
+         VCATTN_V_FORMAT_E4M3_PER_CHANNEL, 1, VCATTN_P_FORMAT_SPLIT, 1, VCATTN_P_SCALE_BLOCK_MAX}},
 };
 
 const char *vcattn_method_name(vcattn_method method) {

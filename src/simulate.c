@@ -33,11 +33,11 @@ static vcattn_status check_config(const vcattn_method_config *cfg) {
     if ((unsigned)cfg->qk_format > VCATTN_QK_FORMAT_NVFP4 ||
         (unsigned)cfg->qk_granularity > VCATTN_QK_GRANULARITY_THREAD ||
         (unsigned)cfg->v_format > VCATTN_V_FORMAT_NVFP4 ||
-        (unsigned)cfg->p_format > VCATTN_P_FORMAT_EXPCAST_TAIL || (unsigned)cfg->p_scale > VCATTN_P_SCALE_BLOCK_MAX)
+        (unsigned)cfg->p_format > VCATTN_P_FORMAT_SPLIT || (unsigned)cfg->p_scale > VCATTN_P_SCALE_BLOCK_MAX)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     /* the block-max scale's descent bound is set by the FP16 restore with P <= 448 */
     if (cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX && cfg->p_format != VCATTN_P_FORMAT_E4M3 &&
-        cfg->p_format != VCATTN_P_FORMAT_EXPCAST)
+        cfg->p_format != VCATTN_P_FORMAT_EXPCAST && cfg->p_format != VCATTN_P_FORMAT_SPLIT)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (cfg->qk_format == VCATTN_QK_FORMAT_NVFP4 && cfg->qk_granularity != VCATTN_QK_GRANULARITY_BLOCK)
         return VCATTN_STATUS_INVALID_ARGUMENT;
@@ -75,16 +75,17 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
     c.fp32_pipeline = !(config->qk_format == VCATTN_QK_FORMAT_FP32 && config->v_format == VCATTN_V_FORMAT_FP32 &&
                         config->p_format == VCATTN_P_FORMAT_FP32);
     /* the grouped restore where the kernel has it: every E4M3-class P (the exp path,
-     * ExpCast, the tail line, either scale); NVFP4 P (no GPU kernel; its P~ of 2688
-     * would not fit the FP16 coefficient) and FP32 P restore one block at a time */
+     * ExpCast, the tail line, the split, either scale); NVFP4 P (no GPU kernel; its P~
+     * of 2688 would not fit the FP16 coefficient) and FP32 P restore one block at a time */
     c.restore_group = config->p_format == VCATTN_P_FORMAT_E4M3 || config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ||
-                      config->p_format == VCATTN_P_FORMAT_EXPCAST;
+                      config->p_format == VCATTN_P_FORMAT_EXPCAST || config->p_format == VCATTN_P_FORMAT_SPLIT;
     c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3 && config->p_scale == VCATTN_P_SCALE_BLOCK_MAX
                           ? VC_BLOCKMAX_E4M3_P_LOG2_OFFSET
                       : config->p_format == VCATTN_P_FORMAT_E4M3  ? VC_SAGE2_P_LOG2_OFFSET
                       : config->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE3_P_LOG2_OFFSET
                                                                   : 0.0f;
-    c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST        ? log2(VC_EXPCAST_P_SCALE)
+    c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST || config->p_format == VCATTN_P_FORMAT_SPLIT
+                          ? log2(VC_EXPCAST_P_SCALE)
                       : config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ? (double)VC_EXPCAST_TAIL_P_LOG2_SCALE
                                                                          : 0.0;
     c.tiles = (p->seq_q + VC_TILE_Q - 1) / VC_TILE_Q;

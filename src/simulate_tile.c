@@ -257,6 +257,24 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
         }
         break;
     }
+    case VCATTN_P_FORMAT_SPLIT:
+        /* numerics.h, "the split P": in ExpCast's scale (the block's max at code
+         * 120 = 256), keys vc_split_key_is_exp by the exp path (its offset matching
+         * ExpCast's scale), the rest by ExpCast's codes as vsmooth-expcast-8bit's */
+        for (int64_t j = 0; j < nvalid; ++j) {
+            const double e = R(c, exp2(R(c, tt[j] - m_new)));
+            lsum += e * VC_EXPCAST_P_SCALE;
+            if (vc_split_key_is_exp(j)) {
+                pq[j] = vc_e4m3_round((float)R(c, exp2(R(c, R(c, tt[j] - m_new) + VC_SPLIT_EXP_LOG2_OFFSET))));
+            } else {
+                const float a = 8.0f * (float)cc[j];
+                const float v = a > VC_EXPCAST_MAGIC_MAX_A
+                                    ? vc_expcast_bracket_direct((float)tt[j], (float)m_new, VC_EXPCAST_CONST)
+                                    : vc_expcast_int_bracket(a, (float)sd[j], (float)m_new);
+                pq[j] = vc_e4m3_decode(vc_expcast_code_from_bracket(v));
+            }
+        }
+        break;
     case VCATTN_P_FORMAT_E4M3:
         for (int64_t j = 0; j < nvalid; ++j) {
             double e = R(c, exp2(R(c, tt[j] - m_new)));

@@ -51,7 +51,7 @@ if command -v python3 >/dev/null && python3 -c "import json,sys" 2>/dev/null; th
     python3 - "$tmp/out" <<'PY' && ok "eval JSON parses, values sane" || bad "eval JSON parses, values sane"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-assert {r["method"] for r in rows} == {"fp8-naive", "sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "sage3-4bit", "vsmooth-4bit", "vsmooth-expcast-tail-8bit", "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit"}
+assert {r["method"] for r in rows} == {"fp8-naive", "sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "sage3-4bit", "vsmooth-4bit", "vsmooth-expcast-tail-8bit", "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit", "vsmooth-split-blockmax-8bit"}
 for r in rows:
     assert 0 < r["rel_l2"] < 0.5 and 0.9 < r["cosine"] <= 1 and r["psnr_db"] > 10, r
     assert 0 <= r["value_error_share"] <= 1, r

@@ -325,13 +325,16 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     if (ok == VCATTN_STATUS_NOT_BUILT) return;
     CHECK_STATUS(vcattn_gpu_output_status(&p, NULL, 0, NULL), VCATTN_STATUS_NULL_POINTER);
     CHECK_STATUS(ok, VCATTN_STATUS_SUCCESS);
-    const vcattn_method ms[6] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
+    const vcattn_method ms[7] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
                                  VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
-                                 VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT};
-    for (int i = 0; i < 6; ++i) {
+                                 VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT,
+                                 VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT};
+    for (int i = 0; i < 7; ++i) {
         vcattn_method_config mc;
         CHECK_STATUS(vcattn_method_config_get(ms[i], &mc), VCATTN_STATUS_SUCCESS);
-        const int expcast = mc.p_format == VCATTN_P_FORMAT_EXPCAST || mc.p_format == VCATTN_P_FORMAT_EXPCAST_TAIL;
+        /* the split writes ExpCast codes for half its keys: ExpCast's bound */
+        const int expcast = mc.p_format == VCATTN_P_FORMAT_EXPCAST || mc.p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ||
+                            mc.p_format == VCATTN_P_FORMAT_SPLIT;
         p.method = ms[i];
         p.softmax_scale = 1e3;
         CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SUCCESS);

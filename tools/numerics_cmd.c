@@ -21,7 +21,10 @@ static const char *k_numerics_usage =
     "spread uniformly in log2 within each doubling of the normal range:\n"
     "the share where the one-FMA ExpCast code equals FP32 exp + RNE cast, the largest\n"
     "code difference, the range of value(code)/exact, and the per-row total variation\n"
-    "bound (sqrt(b) - sqrt(a)) / (sqrt(b) + sqrt(a)).  --samples: per doubling (100000).\n";
+    "bound (sqrt(b) - sqrt(a)) / (sqrt(b) + sqrt(a)).  Then the underflow tail of each\n"
+    "P path, the block-max scale's bounds, and the split P's two halves (their scales\n"
+    "and per-key errors).  --samples: per doubling (100000; the tail and split facts\n"
+    "use at most 1000).\n";
 
 /* ---- vcattn numerics ------------------------------------------------------------ */
 
@@ -57,6 +60,8 @@ int vc_cmd_numerics(int argc, char **argv) {
     if (st) return vc_cli_fail("expcast_measure", st);
     vcattn_expcast_tail_facts tf;
     if ((st = vcattn_expcast_tail_measure(samples < 1000 ? samples : 1000, &tf))) return vc_cli_fail("expcast_tail_measure", st);
+    vcattn_split_facts sf;
+    if ((st = vcattn_split_measure(samples < 1000 ? samples : 1000, &sf))) return vc_cli_fail("split_measure", st);
     /* the block-max scale (vsmooth-expcast-blockmax-8bit): its descent per block for
      * typical key counts and the bounds it keeps (numerics.h) */
     static const int64_t keys[5] = {8192, 9600, 32760, 75600, 118800};
@@ -85,14 +90,17 @@ int vc_cmd_numerics(int argc, char **argv) {
                "\"blockmax\": {\"keys\": [%lld, %lld, %lld, %lld, %lld], \"descent\": [%.5f, %.5f, %.5f, %.5f, %.5f], "
                "\"alpha_max\": [%.4f, %.4f, %.4f, %.4f, %.4f], \"total_descent_max\": [%.2f, %.2f, %.2f, %.2f, %.2f], "
                "\"group_floor\": [%d, %d, %d, %d, %d], \"restore_coefficient_max\": [%.0f, %.0f, %.0f, %.0f, %.0f], "
-               "\"restore_operand_max\": %.0f, \"fp16_max\": 65504}}\n",
+               "\"restore_operand_max\": %.0f, \"fp16_max\": 65504}, "
+               "\"split\": {\"exp_share\": %.4f, \"paths\": [\"exp_256\", \"expcast\"], \"scale\": [%.6f, %.6f], "
+               "\"scale_ratio\": %.6f, \"rms_log2_error\": [%.6f, %.6f]}}\n",
                f.beta, f.agree_share, f.max_code_diff, f.ratio_min, f.ratio_max, f.row_tv_bound,
                (long long)samples, tf.cut_octaves[0], tf.cut_octaves[1], tf.cut_octaves[2], tf.cut_octaves[3],
                tf.tail_mass_ratio[0], tf.tail_mass_ratio[1], tf.tail_mass_ratio[2], tf.tail_mass_ratio[3], tf.slope, tf.offset, (long long)keys[0],
                (long long)keys[1], (long long)keys[2], (long long)keys[3], (long long)keys[4], bm_d[0], bm_d[1],
                bm_d[2], bm_d[3], bm_d[4], bm_alpha[0], bm_alpha[1], bm_alpha[2], bm_alpha[3], bm_alpha[4], bm_total[0],
                bm_total[1], bm_total[2], bm_total[3], bm_total[4], bm_floor[0], bm_floor[1], bm_floor[2], bm_floor[3],
-               bm_floor[4], bm_coef[0], bm_coef[1], bm_coef[2], bm_coef[3], bm_coef[4], restore_max);
+               bm_floor[4], bm_coef[0], bm_coef[1], bm_coef[2], bm_coef[3], bm_coef[4], restore_max, sf.exp_share,
+               sf.scale[0], sf.scale[1], sf.scale_ratio, sf.rms_log2_error[0], sf.rms_log2_error[1]);
     } else {
         printf("ExpCast-FP8: code = clip[0,120](RNE(8*(u+8) + 56 + beta)), beta = %.2f\n", f.beta);
         printf("  direct code == FP32 exp + RNE cast on   %.1f%% of each doubling (paper: 79.6%%)\n",
@@ -119,6 +127,13 @@ int vc_cmd_numerics(int argc, char **argv) {
             printf("  %8lld %10.5f %12.4f %22.2f %12s %26.0f\n", (long long)keys[i], bm_d[i], bm_alpha[i], bm_total[i],
                    bm_floor[i] ? "m >= G-7/8" : "not needed", bm_coef[i]);
         printf("  grouped restore: FP16 coefficient of 8 blocks' row sums <= %.0f (FP16 max 65504)\n", restore_max);
+        printf("the split P (vsmooth-split-blockmax-8bit): keys 0-15 of every 32 by the exp path at 256, the rest by\n"
+               "  ExpCast; %.0f%% of a block's keys by the exp path.  Over u in [-8, 0] octaves, decoded / 2^u:\n",
+               100.0 * sf.exp_share);
+        printf("  %-34s %18s %24s\n", "half", "geometric mean", "RMS log2 error per key");
+        printf("  %-34s %18.5f %24.5f\n", "exp half (offset 8 + log2 1.00999)", sf.scale[0], sf.rms_log2_error[0]);
+        printf("  %-34s %18.5f %24.5f\n", "ExpCast (beta = -0.35)", sf.scale[1], sf.rms_log2_error[1]);
+        printf("  scale ratio ExpCast / exp path   %.5f (1 = the halves are written in one scale)\n", sf.scale_ratio);
     }
     return 0;
 }

@@ -44,7 +44,9 @@ def test_method_config_layout():
     assert (c.p_format, c.p_scale) == (2, 1)
     assert lib.vcattn_method_config_get(8, ctypes.byref(c)) == 0  # vsmooth-blockmax-8bit
     assert (c.p_format, c.p_scale, c.v_smooth) == (1, 1, 1)
-    assert lib.vcattn_method_config_get(9, ctypes.byref(c)) != 0  # past the last method
+    assert lib.vcattn_method_config_get(9, ctypes.byref(c)) == 0  # vsmooth-split-blockmax-8bit
+    assert (c.p_format, c.p_scale, c.v_smooth) == (5, 1, 1)
+    assert lib.vcattn_method_config_get(10, ctypes.byref(c)) != 0  # past the last method
 
 
 def test_status_strings_cover_every_status():

@@ -15,12 +15,12 @@ __all__ = ["DEFAULT_METHOD", "GPU_METHODS", "methods", "method_id", "method_conf
 DEFAULT_METHOD = "vsmooth-expcast-blockmax-8bit"
 # Methods the Hopper kernel implements (include/vcattn.h); the 4-bit ones need Blackwell.
 GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit",
-               "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit")
+               "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit", "vsmooth-split-blockmax-8bit")
 
 _QK_FORMATS = ("fp32", "int8", "e4m3", "nvfp4")
 _QK_GRAN = ("block", "thread")
 _V_FORMATS = ("fp32", "e4m3_per_block", "e4m3_per_channel", "nvfp4")
-_P_FORMATS = ("fp32", "e4m3", "expcast", "nvfp4", "expcast_tail")
+_P_FORMATS = ("fp32", "e4m3", "expcast", "nvfp4", "expcast_tail", "split")
 _P_SCALES = ("running_max", "block_max")
 _CONFIG_FIELDS = [name for name, _ in _lib.MethodConfig._fields_]
 

@@ -20,10 +20,14 @@ enum {
     VC_MODE_EXPCAST = 2,
     VC_MODE_EXPCAST_TAIL = 3,
     VC_MODE_EXPCAST_BLOCKMAX = 4,
-    VC_MODE_VSMOOTH_BLOCKMAX = 5
+    VC_MODE_VSMOOTH_BLOCKMAX = 5,
+    VC_MODE_SPLIT_BLOCKMAX = 6
 };
-#define VC_MODE_IS_EXPCAST(m) ((m) == VC_MODE_EXPCAST || (m) == VC_MODE_EXPCAST_TAIL || (m) == VC_MODE_EXPCAST_BLOCKMAX)
-#define VC_MODE_IS_BLOCKMAX(m) ((m) == VC_MODE_EXPCAST_BLOCKMAX || (m) == VC_MODE_VSMOOTH_BLOCKMAX)
+/* the split writes ExpCast codes (and its exp half in ExpCast's scale): an ExpCast mode */
+#define VC_MODE_IS_EXPCAST(m) \
+    ((m) == VC_MODE_EXPCAST || (m) == VC_MODE_EXPCAST_TAIL || (m) == VC_MODE_EXPCAST_BLOCKMAX || (m) == VC_MODE_SPLIT_BLOCKMAX)
+#define VC_MODE_IS_BLOCKMAX(m) \
+    ((m) == VC_MODE_EXPCAST_BLOCKMAX || (m) == VC_MODE_VSMOOTH_BLOCKMAX || (m) == VC_MODE_SPLIT_BLOCKMAX)
 
 /* Arguments of the preprocessing kernels (by value). */
 struct vc_prep_args {

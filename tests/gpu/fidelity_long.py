@@ -5,7 +5,7 @@ Inputs (each (1, H, S, 128) BF16):
   * the synthetic presets video-long-wan720p (21x45x80 = 75,600 keys), video-long-hunyuan720p
     (33x45x80 = 118,800 keys) and video-9600 (4x48x50), written by `vcattn workload` (the CLI
     binary given by --vcattn-bin; docs/workload.md, "Long-video presets");
-  * randn (1, 8, 8192, 128), torch.manual_seed(0).
+  * randn (1, 8, 8192, 128) from a CPU torch.Generator seeded with --randn-seed (default 0).
 Per input and head:
   * the FP64 reference on the GPU (torch float64 over the BF16 values, chunked over query rows,
     every row);
@@ -26,7 +26,8 @@ Output: JSON (--json PATH), a table on stdout, progress on stderr.
         python3 tests/gpu/fidelity_long.py --vcattn-bin build-cuda/vcattn --json fidelity_long.json
 
 Options: --inputs a,b (subset; names: video-long-wan720p, video-long-hunyuan720p, video-9600,
-randn-8x8192), --heads N (preset heads, default the preset's 4 / 4 / 8), --seed S, --methods
+randn-8x8192), --heads N (preset heads, default the preset's 4 / 4 / 8), --seed S (presets),
+--randn-seed S (randn's generator, default 0; the input keeps its name), --methods
 extra,names, --workdir DIR (where the .npy go; default a temp folder), --reuse (keep .npy
 already in --workdir), --chunk ROWS (reference chunk, default 4096), --stats-rows N (default 1024).
 """
@@ -50,7 +51,7 @@ import vcattn  # noqa: E402
 PRESETS = ("video-long-wan720p", "video-long-hunyuan720p", "video-9600")
 RANDN = "randn-8x8192"
 DEFAULT_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit",
-                   "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit")
+                   "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit", "vsmooth-split-blockmax-8bit")
 OCT_BINS = 48
 LN2 = math.log(2.0)
 
@@ -281,6 +282,7 @@ def main():
     ap.add_argument("--methods", default="", help="extra vcattn method names, comma-separated")
     ap.add_argument("--heads", type=int, default=0, help="preset heads (default: each preset's)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--randn-seed", type=int, default=0, help="seed of randn-8x8192's generator (default 0)")
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--reuse", action="store_true")
     ap.add_argument("--chunk", type=int, default=4096)
@@ -320,7 +322,7 @@ def main():
     results = []
     for name in inputs:
         if name == RANDN:
-            g = torch.Generator(device="cpu").manual_seed(0)
+            g = torch.Generator(device="cpu").manual_seed(args.randn_seed)
             q, k, v = (torch.randn((1, 8, 8192, 128), generator=g).to(torch.bfloat16).to(dev) for _ in range(3))
             grid = None
         else:
@@ -333,7 +335,7 @@ def main():
             torch.cuda.empty_cache()
     meta = dict(torch=torch.__version__,
                 device=torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu",
-                vcattn_library=os.environ.get("VCATTN_LIBRARY", ""), seed=args.seed,
+                vcattn_library=os.environ.get("VCATTN_LIBRARY", ""), seed=args.seed, randn_seed=args.randn_seed,
                 seconds=round(time.time() - t_start, 1), methods=[m[0] for m in methods])
     with open(args.json, "w") as f:
         json.dump(dict(meta=meta, inputs=results), f, indent=1, allow_nan=True)

@@ -49,7 +49,8 @@ static const vcattn_method k_methods[] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHO
                                           VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
                                           VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
                                           VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT,
-                                          VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT};
+                                          VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT,
+                                          VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT};
 #define N_METHODS ((int)(sizeof k_methods / sizeof k_methods[0]))
 
 /* the one seeded generator of a program (xorshift64): the inputs of a run depend only

@@ -151,6 +151,9 @@ cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16
     case VC_MODE_VSMOOTH_BLOCKMAX:
         return out_bf16 ? vc_attn_launch_t<VC_MODE_VSMOOTH_BLOCKMAX, __nv_bfloat16>(a, maps, BH, s)
                         : vc_attn_launch_t<VC_MODE_VSMOOTH_BLOCKMAX, __half>(a, maps, BH, s);
+    case VC_MODE_SPLIT_BLOCKMAX:
+        return out_bf16 ? vc_attn_launch_t<VC_MODE_SPLIT_BLOCKMAX, __nv_bfloat16>(a, maps, BH, s)
+                        : vc_attn_launch_t<VC_MODE_SPLIT_BLOCKMAX, __half>(a, maps, BH, s);
     default:
         return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST, __nv_bfloat16>(a, maps, BH, s)
                         : vc_attn_launch_t<VC_MODE_EXPCAST, __half>(a, maps, BH, s);

@@ -20,7 +20,10 @@
  *     most d = min(1, 64 / blocks) log2 units per block (numerics.h, "the
  *     block-max P scale"): one FADD more per row, none per score;
  *   the exp path against the block's own max (VC_MODE_VSMOOTH_BLOCKMAX): the
- *     same scale rule, the block's max at 256 (2^8) instead of 448. */
+ *     same scale rule, the block's max at 256 (2^8) instead of 448;
+ *   the split (VC_MODE_SPLIT_BLOCKMAX): ExpCast block-max's scale, the P
+ *     registers of pair i = 0 (keys 32kk + 0..15) by the exp path in ExpCast's
+ *     scale (numerics.h, "the split P"), those of i = 1 by ExpCast. */
 #pragma once
 #include <limits.h>
 #include <math.h>
@@ -64,7 +67,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                                                float (&alpha)[2], float (&lsum)[2], float descent,
                                                uint32_t (&P)[4][4], uint32_t (&RA)[4], const float (&rprev)[2],
                                                unsigned kb, int nkb, const float (&G)[2], const uint8_t *smem) {
-    float bias[2];
+    float bias[2], bias_exp[2]; /* bias_exp: the split's exp half */
     /* the block-max scale's group floor (numerics.h, "the grouped mean
      * restore"): in the block a group's restore rides in, m_n >= G - 7/8,
      * G the largest scale of the group's blocks (vc_att_group_max, updated in
@@ -91,7 +94,8 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
         /* the block-max scale (numerics.h): m - descent is known before tm,
          * so the path from tm to the bias keeps its one max */
-        float m_new = MODE == VC_MODE_EXPCAST_BLOCKMAX ? vc_blockmax_scale(m[hh], descent, tm)
+        float m_new = MODE == VC_MODE_EXPCAST_BLOCKMAX || MODE == VC_MODE_SPLIT_BLOCKMAX
+                          ? vc_blockmax_scale(m[hh], descent, tm)
                       : MODE == VC_MODE_VSMOOTH_BLOCKMAX
                           ? vc_blockmax_scale(m[hh], descent, tm - VC_BLOCKMAX_E4M3_P_LOG2_OFFSET)
                       : VC_MODE_IS_EXPCAST(MODE) ? fmaxf(m[hh], tm)
@@ -104,6 +108,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         } else {
             bias[hh] = -m_new;
         }
+        if (MODE == VC_MODE_SPLIT_BLOCKMAX) bias_exp[hh] = VC_SPLIT_EXP_LOG2_OFFSET - m_new;
         m[hh] = m_new;
         lsum[hh] = 0.0f;
     }
@@ -123,7 +128,18 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                 const int j0 = 4 * kk + 2 * i;
                 const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};
                 const int col[4] = {8 * j0 + 2 * t, 8 * j0 + 2 * t + 1, 8 * j0 + 8 + 2 * t, 8 * j0 + 9 + 2 * t};
-                if (kSat) {
+                if (MODE == VC_MODE_SPLIT_BLOCKMAX && i == 0) {
+                    /* the split's exp half (vc_split_key_is_exp: keys 32kk + 0..15),
+                     * as the exp path below with its own bias */
+                    float p[4];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        p[e] = ex2_approx(DIRECT ? __fadd_rn(__fmul_rn((float)S[idx[e]], c), bias_exp[hh])
+                                                 : fmaf((float)S[idx[e]], c, bias_exp[hh]));
+                        if (TAIL && col[e] >= nvalid) p[e] = 0.0f;
+                    }
+                    P[kk][2 * i + hh] = (uint32_t)cvt_e4m3x2(p[0], p[1]) | ((uint32_t)cvt_e4m3x2(p[2], p[3]) << 16);
+                } else if (kSat) {
                     /* w = sat(2^-24 bracket): ONE FFMA.SAT per score, whose
                      * saturation is the clamp at code 0; the FP32 -> FP16x2
                      * conversion of two of them is the RNE of their brackets
