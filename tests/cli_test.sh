@@ -37,15 +37,15 @@ grep -q "head dimension" "$tmp/err" && ok "head-dim error says why" || bad "head
 
 # numerics: the ExpCast facts
 expect_rc 0 "numerics --json" "$cli" numerics --json --samples 20000
-for key in agree_share max_code_diff ratio_min ratio_max row_tv_bound cut_octaves tail_mass_ratio blockmax total_descent_max group_floor restore_coefficient_max restore_operand_max; do
+for key in agree_share max_code_diff ratio_min ratio_max row_tv_bound cut_octaves tail_mass_ratio blockmax total_descent_max group_floor restore_coefficient_max restore_operand_max split exp_share scale_ratio rms_log2_error; do
     grep -q "\"$key\"" "$tmp/out" && ok "numerics key $key" || bad "numerics key $key"
 done
 
 # eval on a small built-in workload: one JSON object per method
 expect_rc 0 "eval --json small workload" "$cli" eval --json --quiet --workload-heads 1 --frames 2 --height 8 --width 16 --clusters 4
-[ "$(wc -l <"$tmp/out")" -eq 9 ] && ok "nine methods, one line each" || bad "nine methods, one line each"
+[ "$(wc -l <"$tmp/out")" -eq 10 ] && ok "ten methods, one line each" || bad "ten methods, one line each"
 for key in method rel_l2 cosine psnr_db value_error_share block_energy_share_sequence block_energy_share_cube block_energy_share_clustered; do
-    [ "$(grep -c "\"$key\"" "$tmp/out")" -eq 9 ] && ok "eval key $key" || bad "eval key $key"
+    [ "$(grep -c "\"$key\"" "$tmp/out")" -eq 10 ] && ok "eval key $key" || bad "eval key $key"
 done
 if command -v python3 >/dev/null && python3 -c "import json,sys" 2>/dev/null; then
     python3 - "$tmp/out" <<'PY' && ok "eval JSON parses, values sane" || bad "eval JSON parses, values sane"
@@ -81,7 +81,7 @@ PY
         && ok "unmeasured cube share is null" || bad "unmeasured cube share is null"
     expect_rc 0 "eval --npy bfloat16 V with --grid" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/vb.npy" --grid 4,8,8 --cube 1,4,8 --clusters 2 --methods vsmooth-8bit
     expect_rc 0 "eval --npy Sq != Skv" "$cli" eval --json --quiet --npy "$tmp/q200.npy" "$tmp/k.npy" "$tmp/v.npy" --grid 4,8,8 --clusters 2 --query-rows 50 --heads 1
-    python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert len(r)==9 and all(x['shape']==[1,2,200,64] and x['seq_kv']==256 and x['query_rows']==50 and x['evaluated_heads']==[1] and x['block_energy_share_cube'] is not None for x in r)" "$tmp/out" \
+    python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; assert len(r)==10 and all(x['shape']==[1,2,200,64] and x['seq_kv']==256 and x['query_rows']==50 and x['evaluated_heads']==[1] and x['block_energy_share_cube'] is not None for x in r)" "$tmp/out" \
         && ok "Sq != Skv: shapes, sampling and head reported" || bad "Sq != Skv: shapes, sampling and head reported"
     expect_err 2 "--heads past the npy heads" "input has 2 heads" "$cli" eval --json --quiet --npy "$tmp/q.npy" "$tmp/k.npy" "$tmp/v.npy" --heads 2
     expect_rc 1 "3-D npy rejected" "$cli" eval --quiet --npy "$tmp/bad3d.npy" "$tmp/k.npy" "$tmp/v.npy"
