@@ -10,18 +10,24 @@ the number of keys.  matplotlib is optional: without it the script says so and e
 """
 import argparse
 import re
+import statistics
 import sys
 
 
 def parse(path):
-    sdpa, bench = {}, {}
+    """Lines as device_check.sh writes them, or as dev/ab_bench.sh does (each prefixed by
+    "[build rN] "; the rounds of one method and shape give their median)."""
+    sdpa, runs = {}, {}
     for line in open(path):
+        line = re.sub(r"^\[[^]]*\] ", "", line)
         m = re.match(r"SDPA (\w+) \((\d+),(\d+),(\d+),(\d+),(\d+)\) ([\d.]+) ms", line)
         if m:
             sdpa[(m.group(1),) + tuple(int(x) for x in m.group(2, 3, 4, 5, 6))] = float(m.group(7))
         m = re.match(r"BENCH (\S+)\s+\((\d+),(\d+),(\d+),(\d+),(\d+)\) full ([\d.]+) ms .* kernel ([\d.]+) ms", line)
         if m:
-            bench[(m.group(1),) + tuple(int(x) for x in m.group(2, 3, 4, 5, 6))] = (float(m.group(7)), float(m.group(8)))
+            key = (m.group(1),) + tuple(int(x) for x in m.group(2, 3, 4, 5, 6))
+            runs.setdefault(key, []).append((float(m.group(7)), float(m.group(8))))
+    bench = {k: (statistics.median(f for f, _ in v), statistics.median(t for _, t in v)) for k, v in runs.items()}
     return sdpa, bench
 
 
