@@ -119,8 +119,9 @@ typedef enum vcattn_method {
                                                     against its own max (VCATTN_P_SCALE_BLOCK_MAX) */
     VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT, /* vsmooth-8bit (exact exp2, E4M3 P) with each block's P
                                             against its own max: the most faithful 8-bit method */
-    VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, /* the block-max scale with P split: keys 0-15 of
-                                                  every 32 by the exp path, the rest by ExpCast */
+    VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, /* the block-max scale with P split: keys 0-15,
+                                                  32-47, 64-79 of each block by the exp path, the
+                                                  rest by ExpCast */
     VCATTN_METHOD_COUNT
 } vcattn_method;
 
@@ -149,8 +150,8 @@ typedef enum vcattn_p_format {
     VCATTN_P_FORMAT_EXPCAST, /* ExpCast code straight from the score */
     VCATTN_P_FORMAT_NVFP4,   /* SageAttention3's two-level NVFP4 P */
     VCATTN_P_FORMAT_EXPCAST_TAIL, /* ExpCast with the tail line (numerics.h, vc_expcast_tail_code_biased) */
-    VCATTN_P_FORMAT_SPLIT /* half the keys (vc_split_key_is_exp) by FP32 exp2 + RNE cast with the
-                             max at 256, the other half by ExpCast (numerics.h, "the split P") */
+    VCATTN_P_FORMAT_SPLIT /* 3/8 of the keys (vc_split_key_is_exp) by FP32 exp2 + RNE cast in
+                             ExpCast's scale, the rest by ExpCast (numerics.h, "the split P") */
 } vcattn_p_format;
 
 /* The scale each key block's P is written against (numerics.h, "the block-max
@@ -467,15 +468,15 @@ typedef struct vcattn_expcast_tail_facts {
 /* samples_per_doubling >= 16. */
 vcattn_status vcattn_expcast_tail_measure(int64_t samples_per_doubling, vcattn_expcast_tail_facts *facts);
 
-/* The split P (vsmooth-split-blockmax-8bit): the two halves of a block's keys are
+/* The split P (vsmooth-split-blockmax-8bit): the two parts of a block's keys are
  * written in the same scale only if ExpCast's codes and the exp path's decode to the
- * same geometric-mean ratio decoded / 2^u (the exp half's offset is set for that); a
- * mismatch would weight one half against the other.  Measured over u evenly in
+ * same geometric-mean ratio decoded / 2^u (the exp keys' offset is set for that); a
+ * mismatch would weight one part against the other.  Measured over u evenly in
  * [-8, 0] octaves (the normal range), with the RMS of log2(decoded / (scale 2^u)) per
  * path (the per-key error of each half in its own scale). */
 typedef struct vcattn_split_facts {
     double exp_share;            /* share of a block's 128 keys written by the exp path */
-    double scale[2];             /* exp half, ExpCast half: geometric-mean decoded / 2^u */
+    double scale[2];             /* exp keys, ExpCast keys: geometric-mean decoded / 2^u */
     double scale_ratio;          /* scale[1] / scale[0]; 1 = the halves agree */
     double rms_log2_error[2];    /* same order */
 } vcattn_split_facts;

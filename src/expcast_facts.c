@@ -93,7 +93,7 @@ vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_fa
         double s1 = 0.0, s2 = 0.0;
         for (int64_t i = 0; i < 8 * samples_per_doubling; ++i) {
             const double u = -((double)i + 0.5) / (double)samples_per_doubling;
-            /* the exp half as the split writes it: vc_exp_then_cast_code puts u = 0 at 256 */
+            /* the exp keys as the split writes them: vc_exp_then_cast_code puts u = 0 at 256 */
             const uint8_t code = path == 0 ? vc_exp_then_cast_code((float)(u + (VC_SPLIT_EXP_LOG2_OFFSET - 8.0)))
                                            : vc_expcast_code((float)u);
             const double r = log2(vc_e4m3_decode(code) / exp2(u + 8.0));

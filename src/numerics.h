@@ -554,24 +554,33 @@ VC_HD static inline int vc_blockmax_needs_group_floor(float descent) {
  * per-key gain (1 + m/8) / 2^(m/8) of up to 6% that no constant beta removes,
  * which on Gaussian rows leaves the ExpCast block-max method ~2-4% (rel-L2^2)
  * behind SageAttention2 (docs/fidelity-analysis.md); the exp path (MUFU.EX2 and
- * an RNE cast, one MUFU more per score) costs ~13% of the kernel at Wan 720p.
- * The split writes half of each block's keys each way, in one scale: with the
- * block-max scale m the ExpCast half gets the codes of t - m (the max at code
- * 120 = 256) and the exp half E4M3(2^(t - m + VC_SPLIT_EXP_LOG2_OFFSET)): 8 (the
- * max at 256) plus log2 of the two paths' scale ratio, which ExpCast's beta
- * leaves at 1.0100 (`vcattn numerics`: the geometric mean of decoded / 2^u over
- * the normal range is 1.00896 for ExpCast's codes and 0.99898 for the exp path's
- * RNE cast), so neither half is weighted 1% against the other (the block's max
- * still rounds to 256).  The row sum of the quantized P is the normalizer, as
- * for both parents.  Which keys:
- * of every 32 keys of a block, keys 0-15 by the exp path, 16-31 by ExpCast - in
- * the kernel one P register of two (the A fragment of k-step kk, register pair
- * i = 0 holds keys 32 kk + 16 i + {2t, 2t + 1, 8 + 2t, 9 + 2t}), so the choice is
- * made at compile time and costs no select: 32 MUFU.EX2 per thread and block
- * instead of the exp path's 64.  (A fixed half rather than a choice by value:
- * choosing the block's largest P for the exp path would need both values or a
- * select per score, which costs what the exp path costs.) */
-VC_HD static inline int vc_split_key_is_exp(int64_t key_in_block) { return (key_in_block & 16) == 0; }
+ * an RNE cast, one MUFU more per score) costs ~12% of the kernel at Wan 720p.
+ * The split writes 3/8 of each block's keys by the exp path and the rest by
+ * ExpCast, in one scale: with the block-max scale m the ExpCast keys get the
+ * codes of t - m (the max at code 120 = 256) and the exp keys
+ * E4M3(2^(t - m + VC_SPLIT_EXP_LOG2_OFFSET)): 8 (the max at 256) plus log2 of the
+ * two paths' scale ratio, which ExpCast's beta leaves at 1.0100 (`vcattn
+ * numerics`: the geometric mean of decoded / 2^u over the normal range is
+ * 1.00896 for ExpCast's codes and 0.99898 for the exp path's RNE cast), so
+ * neither part is weighted 1% against the other (the block's max still rounds
+ * to 256).  The row sum of the quantized P is the normalizer, as for both
+ * parents.  Which keys: keys 0-15, 32-47 and 64-79 of a block by the exp path -
+ * in the kernel the P register pair i = 0 of the k-steps kk = 0, 1, 2 (the A
+ * fragment of k-step kk, pair i, holds keys 32 kk + 16 i + {2t, 2t + 1, 8 + 2t,
+ * 9 + 2t}), so the choice is made at compile time and costs no select: 24
+ * MUFU.EX2 per thread and block instead of the exp path's 64.  Why 3/8: a
+ * warp's MUFU takes 8 cycles per instruction, so the exp keys' MUFU work
+ * (after the block's max is known) hides behind ExpCast's conversions up to
+ * about a quarter of the keys and then sets the softmax's length; measured on
+ * the H200 (same call, Wan 720p): 1/4 of the keys +2.0% of the kernel's time,
+ * 3/8 +3.8%, 1/2 +7.4%, while the error on Gaussian rows falls about linearly
+ * with the share (docs/kernel-log.md, "The split P").  (A fixed subset rather
+ * than a choice by value: choosing the block's largest P for the exp path would
+ * need both values or a select per score, which costs what the exp path costs.) */
+#define VC_SPLIT_EXP_KSTEPS 3 /* of a block's four 32-key k-steps, the first three carry exp keys */
+VC_HD static inline int vc_split_key_is_exp(int64_t key_in_block) {
+    return (key_in_block & 16) == 0 && key_in_block < 32 * VC_SPLIT_EXP_KSTEPS;
+}
 #define VC_SPLIT_EXP_LOG2_OFFSET 8.014338f /* 8 + log2(1.00896 / 0.99898) */
 
 /* ---- ExpCast's deterministic map, without rounding (error analysis) ---------

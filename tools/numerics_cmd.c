@@ -127,13 +127,13 @@ int vc_cmd_numerics(int argc, char **argv) {
             printf("  %8lld %10.5f %12.4f %22.2f %12s %26.0f\n", (long long)keys[i], bm_d[i], bm_alpha[i], bm_total[i],
                    bm_floor[i] ? "m >= G-7/8" : "not needed", bm_coef[i]);
         printf("  grouped restore: FP16 coefficient of 8 blocks' row sums <= %.0f (FP16 max 65504)\n", restore_max);
-        printf("the split P (vsmooth-split-blockmax-8bit): keys 0-15 of every 32 by the exp path at 256, the rest by\n"
-               "  ExpCast; %.0f%% of a block's keys by the exp path.  Over u in [-8, 0] octaves, decoded / 2^u:\n",
+        printf("the split P (vsmooth-split-blockmax-8bit): keys 0-15, 32-47 and 64-79 of a block by the exp path,\n"
+               "  the rest by ExpCast; %.1f%% of a block's keys by the exp path.  Over u in [-8, 0] octaves, decoded / 2^u:\n",
                100.0 * sf.exp_share);
-        printf("  %-34s %18s %24s\n", "half", "geometric mean", "RMS log2 error per key");
-        printf("  %-34s %18.5f %24.5f\n", "exp half (offset 8 + log2 1.00999)", sf.scale[0], sf.rms_log2_error[0]);
+        printf("  %-34s %18s %24s\n", "keys", "geometric mean", "RMS log2 error per key");
+        printf("  %-34s %18.5f %24.5f\n", "exp keys (offset 8 + log2 1.00999)", sf.scale[0], sf.rms_log2_error[0]);
         printf("  %-34s %18.5f %24.5f\n", "ExpCast (beta = -0.35)", sf.scale[1], sf.rms_log2_error[1]);
-        printf("  scale ratio ExpCast / exp path   %.5f (1 = the halves are written in one scale)\n", sf.scale_ratio);
+        printf("  scale ratio ExpCast / exp path   %.5f (1 = both parts are written in one scale)\n", sf.scale_ratio);
     }
     return 0;
 }

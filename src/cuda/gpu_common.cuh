@@ -23,7 +23,7 @@ enum {
     VC_MODE_VSMOOTH_BLOCKMAX = 5,
     VC_MODE_SPLIT_BLOCKMAX = 6
 };
-/* the split writes ExpCast codes (and its exp half in ExpCast's scale): an ExpCast mode */
+/* the split writes ExpCast codes (and its exp keys in ExpCast's scale): an ExpCast mode */
 #define VC_MODE_IS_EXPCAST(m) \
     ((m) == VC_MODE_EXPCAST || (m) == VC_MODE_EXPCAST_TAIL || (m) == VC_MODE_EXPCAST_BLOCKMAX || (m) == VC_MODE_SPLIT_BLOCKMAX)
 #define VC_MODE_IS_BLOCKMAX(m) \

@@ -22,8 +22,8 @@
  *   the exp path against the block's own max (VC_MODE_VSMOOTH_BLOCKMAX): the
  *     same scale rule, the block's max at 256 (2^8) instead of 448;
  *   the split (VC_MODE_SPLIT_BLOCKMAX): ExpCast block-max's scale, the P
- *     registers of pair i = 0 (keys 32kk + 0..15) by the exp path in ExpCast's
- *     scale (numerics.h, "the split P"), those of i = 1 by ExpCast. */
+ *     registers of pair i = 0 of k-steps 0-2 (keys 32kk + 0..15) by the exp path
+ *     in ExpCast's scale (numerics.h, "the split P"), the others by ExpCast. */
 #pragma once
 #include <limits.h>
 #include <math.h>
@@ -67,7 +67,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                                                float (&alpha)[2], float (&lsum)[2], float descent,
                                                uint32_t (&P)[4][4], uint32_t (&RA)[4], const float (&rprev)[2],
                                                unsigned kb, int nkb, const float (&G)[2], const uint8_t *smem) {
-    float bias[2], bias_exp[2]; /* bias_exp: the split's exp half */
+    float bias[2], bias_exp[2]; /* bias_exp: the split's exp keys */
     /* the block-max scale's group floor (numerics.h, "the grouped mean
      * restore"): in the block a group's restore rides in, m_n >= G - 7/8,
      * G the largest scale of the group's blocks (vc_att_group_max, updated in
@@ -128,8 +128,8 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                 const int j0 = 4 * kk + 2 * i;
                 const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};
                 const int col[4] = {8 * j0 + 2 * t, 8 * j0 + 2 * t + 1, 8 * j0 + 8 + 2 * t, 8 * j0 + 9 + 2 * t};
-                if (MODE == VC_MODE_SPLIT_BLOCKMAX && i == 0) {
-                    /* the split's exp half (vc_split_key_is_exp: keys 32kk + 0..15),
+                if (MODE == VC_MODE_SPLIT_BLOCKMAX && i == 0 && kk < VC_SPLIT_EXP_KSTEPS) {
+                    /* the split's exp keys (vc_split_key_is_exp: 32kk + 0..15, kk < 3),
                      * as the exp path below with its own bias */
                     float p[4];
 #pragma unroll
