@@ -15,7 +15,7 @@ def test_methods_and_configs():
     assert METHODS == ["fp8-naive", "sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "sage3-4bit",
                        "vsmooth-4bit", "vsmooth-expcast-tail-8bit", "vsmooth-expcast-blockmax-8bit",
                        "vsmooth-blockmax-8bit", "vsmooth-split-blockmax-8bit"]
-    assert vcattn.DEFAULT_METHOD == "vsmooth-expcast-blockmax-8bit"
+    assert vcattn.DEFAULT_METHOD == "vsmooth-split-blockmax-8bit"
     c = vcattn.method_config("vsmooth-expcast-8bit")
     assert c["v_smooth"] and c["p_format"] == "expcast" and c["qk_format"] == "int8"
     assert not vcattn.method_config("sage2-8bit")["v_smooth"]

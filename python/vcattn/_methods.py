@@ -12,7 +12,11 @@ from ._lib import check, lib
 
 __all__ = ["DEFAULT_METHOD", "GPU_METHODS", "methods", "method_id", "method_config", "config", "uses_vsmooth"]
 
-DEFAULT_METHOD = "vsmooth-expcast-blockmax-8bit"
+# The default (issue 12): the one method measured on both of its lines at once - faster than
+# SageAttention2 by ~1.7x cuDNN at Wan 720p and above sage2-8bit in fidelity on randn and on
+# long video-like inputs (docs/benchmarks.md, 2026-12-02); vsmooth-expcast-blockmax-8bit is 4-5%
+# faster with the same fidelity on video and 0.06-0.15 dB under sage2-8bit on randn.
+DEFAULT_METHOD = "vsmooth-split-blockmax-8bit"
 # Methods the Hopper kernel implements (include/vcattn.h); the 4-bit ones need Blackwell.
 GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit",
                "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit", "vsmooth-split-blockmax-8bit")

@@ -171,7 +171,7 @@ def main():
     step_vc = (t_vc / args.layers + group_avg) * L
     diff = (y_vc.float() - y_base.float())
     psnr = 20 * math.log10(y_base.float().abs().max().item() / diff.pow(2).mean().sqrt().item())
-    res = dict(tokens=s, layers_run=args.layers, layers_model=L,
+    res = dict(method=args.method, tokens=s, layers_run=args.layers, layers_model=L,
                step_ms_cudnn=step_base, step_ms_vcattn=step_vc, ratio=step_base / step_vc,
                attention_ms_cudnn=t_att_base, attention_ms_vcattn=t_att_vc,
                attention_share_cudnn=t_att_base * L / step_base,
