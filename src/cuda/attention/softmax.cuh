@@ -54,6 +54,27 @@ __device__ __forceinline__ int vc_row_max_s32(const int32_t (&S)[64], int hh, in
     return max(max(x0, x1), max(x2, x3));
 }
 
+/* The exp path's P of four scores S[idx[e]] (keys col[e]; 0 past nvalid with
+ * TAIL): ONE FFMA per score, the exact product minus m (bias = -m, or the split's
+ * offset - m), then MUFU.EX2.  For a large score scale the product's rounding
+ * residual would be the exponent (2^(+-65536) at scores of ~1e12: Inf or 0, NaN
+ * rows), so the DIRECT kernel rounds the product first, as the simulation's
+ * t = fl(s c), in every thread of its heads (a per-thread choice spilled 4 B). */
+template <bool TAIL, bool DIRECT>
+__device__ __forceinline__ void vc_att_exp_p4(const int32_t (&S)[64], const int (&idx)[4], const int (&col)[4],
+                                              float c, float bias, int nvalid, float (&p)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        p[e] = ex2_approx(DIRECT ? __fadd_rn(__fmul_rn((float)S[idx[e]], c), bias) : fmaf((float)S[idx[e]], c, bias));
+        if (TAIL && col[e] >= nvalid) p[e] = 0.0f;
+    }
+}
+
+/* four P values -> one E4M3 A-fragment register (two F2FP; the second merges) */
+__device__ __forceinline__ uint32_t vc_att_e4m3x4(const float (&p)[4]) {
+    return (uint32_t)cvt_e4m3x2(p[0], p[1]) | ((uint32_t)cvt_e4m3x2(p[2], p[3]) << 16);
+}
+
 /* c: the block's score scale (log2 units per INT32 unit, this thread's rows);
  * DIRECT (the kernel of flagged heads, kernel.cu): where a = 8c passes
  * 2^-7 the one-FMA forms lose P: ExpCast's bracket comes from the FP32 score
@@ -130,15 +151,10 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                 const int col[4] = {8 * j0 + 2 * t, 8 * j0 + 2 * t + 1, 8 * j0 + 8 + 2 * t, 8 * j0 + 9 + 2 * t};
                 if (MODE == VC_MODE_SPLIT_BLOCKMAX && i == 0 && kk < VC_SPLIT_EXP_KSTEPS) {
                     /* the split's exp keys (vc_split_key_is_exp: 32kk + 0..15, kk < 3),
-                     * as the exp path below with its own bias */
+                     * as the exp path with their own bias */
                     float p[4];
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        p[e] = ex2_approx(DIRECT ? __fadd_rn(__fmul_rn((float)S[idx[e]], c), bias_exp[hh])
-                                                 : fmaf((float)S[idx[e]], c, bias_exp[hh]));
-                        if (TAIL && col[e] >= nvalid) p[e] = 0.0f;
-                    }
-                    P[kk][2 * i + hh] = (uint32_t)cvt_e4m3x2(p[0], p[1]) | ((uint32_t)cvt_e4m3x2(p[2], p[3]) << 16);
+                    vc_att_exp_p4<TAIL, DIRECT>(S, idx, col, c, bias_exp[hh], nvalid, p);
+                    P[kk][2 * i + hh] = vc_att_e4m3x4(p);
                 } else if (kSat) {
                     /* w = sat(2^-24 bracket): ONE FFMA.SAT per score, whose
                      * saturation is the clamp at code 0; the FP32 -> FP16x2
@@ -181,19 +197,9 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                     P[kk][2 * i + hh] = prmt(h01, h23, 0x6420);
                 } else {
                     float p[4];
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        /* one FFMA: exact product minus m.  For a large score scale the
-                         * product's rounding residual would be the exponent (2^(+-65536) at
-                         * scores of ~1e12: Inf or 0, NaN rows), so the DIRECT kernel rounds
-                         * the product first, as the simulation's t = fl(s c), in every thread
-                         * of its heads (a per-thread choice spilled 4 B) */
-                        p[e] = ex2_approx(DIRECT ? __fadd_rn(__fmul_rn((float)S[idx[e]], c), bias[hh])
-                                                 : fmaf((float)S[idx[e]], c, bias[hh]));
-                        if (TAIL && col[e] >= nvalid) p[e] = 0.0f;
-                    }
+                    vc_att_exp_p4<TAIL, DIRECT>(S, idx, col, c, bias[hh], nvalid, p);
                     if (MODE == VC_MODE_SAGE2) lsum[hh] += (p[0] + p[1]) + (p[2] + p[3]);
-                    P[kk][2 * i + hh] = (uint32_t)cvt_e4m3x2(p[0], p[1]) | ((uint32_t)cvt_e4m3x2(p[2], p[3]) << 16);
+                    P[kk][2 * i + hh] = vc_att_e4m3x4(p);
                 }
             }
 }
