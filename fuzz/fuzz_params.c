@@ -296,11 +296,11 @@ static void check_status_string(vcattn_status st) {
 static int config_documented(const vcattn_method_config *c) {
     return (unsigned)c->qk_format <= VCATTN_QK_FORMAT_NVFP4 &&
            (unsigned)c->qk_granularity <= VCATTN_QK_GRANULARITY_THREAD &&
-           (unsigned)c->v_format <= VCATTN_V_FORMAT_NVFP4 && (unsigned)c->p_format <= VCATTN_P_FORMAT_EXPCAST_TAIL &&
+           (unsigned)c->v_format <= VCATTN_V_FORMAT_NVFP4 && (unsigned)c->p_format <= VCATTN_P_FORMAT_SPLIT &&
            (unsigned)c->p_scale <= VCATTN_P_SCALE_BLOCK_MAX &&
            /* the block-max scale's FP16 bound holds for P <= 448 only (vcattn.h) */
            (c->p_scale != VCATTN_P_SCALE_BLOCK_MAX || c->p_format == VCATTN_P_FORMAT_E4M3 ||
-            c->p_format == VCATTN_P_FORMAT_EXPCAST);
+            c->p_format == VCATTN_P_FORMAT_EXPCAST || c->p_format == VCATTN_P_FORMAT_SPLIT);
 }
 
 static void rd_config(rd *r, vcattn_method_config *c) {
@@ -317,7 +317,7 @@ static void rd_config(rd *r, vcattn_method_config *c) {
     c->smooth_q = flag[rd_u8(r) % 6];
     c->v_format = (vcattn_v_format)((int)(rd_u8(r) % 6) - 1);
     c->v_smooth = flag[rd_u8(r) % 6];
-    c->p_format = (vcattn_p_format)((int)(rd_u8(r) % 7) - 1);
+    c->p_format = (vcattn_p_format)((int)(rd_u8(r) % 8) - 1); /* -1 .. SPLIT + 1 */
     c->rowsum_from_quantized_p = flag[rd_u8(r) % 6];
     c->p_scale = (vcattn_p_scale)((int)(rd_u8(r) % 4) - 1);
 }
