@@ -1,7 +1,7 @@
 /* pgain_model.c - what ExpCast's P error on Gaussian attention is made of:
  * the P path alone (exact FP64 scores and V, only P quantized), each 128-key
  * block coded against the block-max scale as the default method does
- * (numerics.h, vc_blockmax_scale with d = min(1, 64 / blocks)), the row sum
+ * (softmax_numerics.h, vc_blockmax_scale with d = min(1, 64 / blocks)), the row sum
  * from the quantized P (as the V-Smooth kernels take it).  Quantizers:
  *
  *   exact-e4m3     e4m3(256 x 2^u): the exp path (vsmooth-blockmax-8bit)

@@ -12,7 +12,7 @@
  * (s = q.k / sqrt(D)), the exact p_j = 2^u_j, the exact V, and
  *     O = sum_j p_j V_j / sum_j p_j.
  * Q K^T and V are exact: only P is quantized.  Each P path gives a code per
- * key from u_j (numerics.h):
+ * key from u_j (softmax_numerics.h):
  *     exp-e4m3      vc_exp_then_cast_code(u + 8.807 - 8): e4m3(2^u x 448), the
  *                   row max stored minus log2 448 as SageAttention2 does
  *     expcast       vc_expcast_code(u): row max at code 120 (256)
@@ -162,7 +162,7 @@ static void head_group(void *vctx, int64_t gi, int worker) {
         for (int i = 0; i < g; ++i) res[i].o2 = NAN;
         return;
     }
-    /* running == 2: the block-max scale (numerics.h), m_b = max(blockmax_b, m_{b-1} - d) */
+    /* running == 2: the block-max scale (softmax_numerics.h), m_b = max(blockmax_b, m_{b-1} - d) */
     const double descent = (double)vc_blockmax_descent(nblk);
     for (int i = 0; i < g; ++i) {
         double m = -INFINITY, mb = -INFINITY;

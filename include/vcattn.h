@@ -149,12 +149,12 @@ typedef enum vcattn_p_format {
     VCATTN_P_FORMAT_E4M3,    /* FP32 exp2, scaled to the E4M3 max (448), RNE cast */
     VCATTN_P_FORMAT_EXPCAST, /* ExpCast code straight from the score */
     VCATTN_P_FORMAT_NVFP4,   /* SageAttention3's two-level NVFP4 P */
-    VCATTN_P_FORMAT_EXPCAST_TAIL, /* ExpCast with the tail line (numerics.h, vc_expcast_tail_code_biased) */
+    VCATTN_P_FORMAT_EXPCAST_TAIL, /* ExpCast with the tail line (softmax_numerics.h, vc_expcast_tail_code_biased) */
     VCATTN_P_FORMAT_SPLIT /* 3/8 of the keys (vc_split_key_is_exp) by FP32 exp2 + RNE cast in
-                             ExpCast's scale, the rest by ExpCast (numerics.h, "the split P") */
+                             ExpCast's scale, the rest by ExpCast (softmax_numerics.h, "the split P") */
 } vcattn_p_format;
 
-/* The scale each key block's P is written against (numerics.h, "the block-max
+/* The scale each key block's P is written against (softmax_numerics.h, "the block-max
  * P scale"): the running row max of the online softmax, or the block's own max,
  * falling at most d = min(1, 64 / blocks) log2 units per block (only with
  * P_FORMAT_E4M3, whose block max then sits at 256 instead of 448, EXPCAST or SPLIT). */
@@ -473,11 +473,11 @@ vcattn_status vcattn_expcast_tail_measure(int64_t samples_per_doubling, vcattn_e
  * same geometric-mean ratio decoded / 2^u (the exp keys' offset is set for that); a
  * mismatch would weight one part against the other.  Measured over u evenly in
  * [-8, 0] octaves (the normal range), with the RMS of log2(decoded / (scale 2^u)) per
- * path (the per-key error of each half in its own scale). */
+ * path (the per-key error of each part in its own scale). */
 typedef struct vcattn_split_facts {
     double exp_share;            /* share of a block's 128 keys written by the exp path */
     double scale[2];             /* exp keys, ExpCast keys: geometric-mean decoded / 2^u */
-    double scale_ratio;          /* scale[1] / scale[0]; 1 = the halves agree */
+    double scale_ratio;          /* scale[1] / scale[0]; 1 = the two parts agree */
     double rms_log2_error[2];    /* same order */
 } vcattn_split_facts;
 

@@ -79,8 +79,8 @@ vcattn_status vcattn_expcast_tail_measure(int64_t samples_per_doubling, vcattn_e
     return VCATTN_STATUS_SUCCESS;
 }
 
-/* numerics.h, "the split P": both halves' scales and per-key errors over the
- * normal range, each half as the split writes it */
+/* softmax_numerics.h, "the split P": both parts' scales and per-key errors over the
+ * normal range, each part as the split writes it */
 vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_facts *facts) {
     if (!facts) return VCATTN_STATUS_NULL_POINTER;
     if (samples_per_doubling < 16 || samples_per_doubling > (int64_t)1 << 32)

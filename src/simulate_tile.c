@@ -238,7 +238,7 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
     case VCATTN_P_FORMAT_EXPCAST:
     case VCATTN_P_FORMAT_EXPCAST_TAIL: {
         /* ONE fma per score: c = clip(RNE(8 * (t - m) + 120 + beta)), evaluated
-         * as the kernel does (numerics.h): the bracket from the INT32 score
+         * as the kernel does (softmax_numerics.h): the bracket from the INT32 score
          * (vc_expcast_int_bracket), RNE and the clamp at 0 by the kernel's
          * saturating fma and FP16 conversion (vc_expcast_code_from_bracket);
          * the tail variant keeps the bracket + 128 rounded to BF16, puts the
@@ -258,7 +258,7 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
         break;
     }
     case VCATTN_P_FORMAT_SPLIT:
-        /* numerics.h, "the split P": in ExpCast's scale (the block's max at code
+        /* softmax_numerics.h, "the split P": in ExpCast's scale (the block's max at code
          * 120 = 256), keys vc_split_key_is_exp by the exp path (its offset matching
          * ExpCast's scale), the rest by ExpCast's codes as vsmooth-expcast-8bit's */
         for (int64_t j = 0; j < nvalid; ++j) {
@@ -313,7 +313,7 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
 /* A row's mean terms not yet restored.  Single (NVFP4 P, CPU only): rprev, block
  * kb-1's four r partials, restored in block kb's accumulator.  Grouped:
  * rlast, block kb-1's r, and coef, the open group's coefficients at the
- * current block's scale (numerics.h, "the grouped mean restore"); G, the
+ * current block's scale (softmax_numerics.h, "the grouped mean restore"); G, the
  * block-max group floor's largest scale of the open group. */
 typedef struct {
     double rprev[4];
@@ -381,7 +381,7 @@ TILE_STEP void row_pv_fold(const sim_ctx *c, const tile_scratch *t, int64_t i, i
         }
     }
     if (quad && c->restore_group) {
-        /* grouped (numerics.h): the open group's coefficients move to this
+        /* grouped (softmax_numerics.h): the open group's coefficients move to this
          * block's scale, block kb-1 joins them, and when it closes its group
          * (or this is the last block) the group rides in this accumulator */
         float *cf = pend->coef;

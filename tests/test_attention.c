@@ -432,7 +432,7 @@ TEST(attention_rejects_bad_input) {
     CHECK(vcattn_method_name(VCATTN_METHOD_COUNT) == NULL);
     CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_COUNT, &cfg), VCATTN_STATUS_INVALID_ARGUMENT);
     /* the block-max P scale only with E4M3 or plain ExpCast P: the tail line's codes reach
-     * 448, past what its descent bound allows in the FP16 restore (numerics.h) */
+     * 448, past what its descent bound allows in the FP16 restore (softmax_numerics.h) */
     pr.q[3] = 0.5f;
     vcattn_method_config bm;
     CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, &bm), VCATTN_STATUS_SUCCESS);
@@ -982,7 +982,7 @@ static double sim_rel_l2_vs_o(problem *pr, vcattn_method method) {
     return f.rel_l2;
 }
 
-/* The block-max scale (numerics.h): a row whose block 0 holds the max key
+/* The block-max scale (softmax_numerics.h): a row whose block 0 holds the max key
  * and whose later blocks sit 13-19 octaves below it, each block's keys within
  * an octave of one another (V unrelated to the max key's).  Against the
  * running max ExpCast drops most of that mass; against each block's own max
@@ -1042,7 +1042,7 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
     problem_free(&pr);
 }
 
-/* The grouped mean restore (numerics.h) carries a block's row sum r, times
+/* The grouped mean restore (softmax_numerics.h) carries a block's row sum r, times
  * the alphas up to the block its group rides in, as an FP16 coefficient.  A
  * staircase falling 1 octave per block (d = 1 for 16 blocks) with every key
  * of a block at its block's level (r = 128 x 256, the largest) would take

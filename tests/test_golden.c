@@ -308,7 +308,7 @@ TEST(golden_methods_odd_blocks_d128) { golden_methods("odd128", 1, 2, 130, 300, 
 TEST(golden_methods_even_blocks_d64) { golden_methods("even64", 2, 1, 64, 500, 64, 1.25f, 0xB0B5ull); }
 
 /* Sharp rows (Q x 8: ExpCast's scale a = 8 c above 2^-7, where the bracket is
- * evaluated from the FP32 score, numerics.h vc_expcast_bracket_direct). */
+ * evaluated from the FP32 score, softmax_numerics.h vc_expcast_bracket_direct). */
 TEST(golden_methods_sharp_rows) { golden_methods("sharp64", 1, 1, 64, 256, 64, 10.0f, 0x5EA4Bull); }
 
 /* The planner on V with repeated tokens (a static background repeats its rows

@@ -160,7 +160,7 @@ TEST(expcast_code_edges) {
         CHECK(vc_expcast_code((float)-k) == vc_exp_then_cast_code((float)-k));
 }
 
-/* The kernel's ExpCast (numerics.h): sat(2^-24 bracket) converted to FP16 is
+/* The kernel's ExpCast (softmax_numerics.h): sat(2^-24 bracket) converted to FP16 is
  * a subnormal whose pattern is clip[0,120](RNE(bracket)) for every bracket the
  * kernel can produce (<= 120 + beta), NaN included (the saturation gives 0).
  * The FP16 rounding here is the generic minifloat rounder, not the code. */
@@ -343,7 +343,7 @@ TEST(v_channel_scale_any_magnitude) {
     }
 }
 
-/* The block-max scale (numerics.h) over random walks of block maxima with
+/* The block-max scale (softmax_numerics.h) over random walks of block maxima with
  * long descents (steps down of 0-60 log2 units, jumps up), for several block
  * counts: the block's max always lands at or below the scale (codes <= the
  * top code), the scale falls at most d per block (alpha <= 2: the paired FP16
@@ -353,7 +353,7 @@ TEST(v_channel_scale_any_magnitude) {
 TEST(blockmax_scale_bounds) {
     test_rng rng = {test_seed()};
     /* the grouped restore's FP16 coefficient: a block's r (<= 128 keys x 256) times at most
-     * 2^0.875, with the group floor or with d <= 7/64 (numerics.h) */
+     * 2^0.875, with the group floor or with d <= 7/64 (softmax_numerics.h) */
     CHECK(exp2((double)VC_BLOCKMAX_GROUP_FLOOR) * 128.0 * 256.0 <= 65504.0);
     CHECK(vc_blockmax_descent(1) == VC_BLOCKMAX_DESCENT && vc_blockmax_descent(40) == VC_BLOCKMAX_DESCENT);
     CHECK(vc_blockmax_descent(591) > 0.10f && vc_blockmax_descent(591) < 0.11f); /* Wan 720p */
@@ -381,7 +381,7 @@ TEST(blockmax_scale_bounds) {
     }
 }
 
-/* ExpCast with the tail line (numerics.h): the row max lands on 126 (448),
+/* ExpCast with the tail line (softmax_numerics.h): the row max lands on 126 (448),
  * never on 127 (NaN in e4m3fn); above code 8 the code is line 1's RNE; the
  * code never decreases as u grows; keys down to ~18 octaves keep a non-zero
  * code where plain ExpCast writes 0 below ~15.7; and over keys spread evenly

@@ -63,7 +63,7 @@ int vc_cmd_numerics(int argc, char **argv) {
     vcattn_split_facts sf;
     if ((st = vcattn_split_measure(samples < 1000 ? samples : 1000, &sf))) return vc_cli_fail("split_measure", st);
     /* the block-max scale (vsmooth-expcast-blockmax-8bit): its descent per block for
-     * typical key counts and the bounds it keeps (numerics.h) */
+     * typical key counts and the bounds it keeps (softmax_numerics.h) */
     static const int64_t keys[5] = {8192, 9600, 32760, 75600, 118800};
     double bm_d[5], bm_alpha[5], bm_total[5], bm_coef[5];
     int bm_floor[5];
@@ -74,7 +74,7 @@ int vc_cmd_numerics(int argc, char **argv) {
         bm_total[i] = bm_d[i] * (double)blocks;
         /* the grouped V-Smooth restore's FP16 coefficient: a block's row sum (128 keys at
          * the top code, 256) times the alphas up to the block its group rides in, at most
-         * 2^(8d), or 2^(7/8) where the group floor holds it (numerics.h) */
+         * 2^(8d), or 2^(7/8) where the group floor holds it (softmax_numerics.h) */
         bm_floor[i] = vc_blockmax_needs_group_floor((float)bm_d[i]);
         const double growth = bm_floor[i] ? (double)VC_BLOCKMAX_GROUP_FLOOR : (double)VC_RESTORE_GROUP * bm_d[i];
         bm_coef[i] = exp2(growth) * 128.0 * VC_EXPCAST_P_SCALE;

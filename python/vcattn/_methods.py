@@ -12,10 +12,10 @@ from ._lib import check, lib
 
 __all__ = ["DEFAULT_METHOD", "GPU_METHODS", "methods", "method_id", "method_config", "config", "uses_vsmooth"]
 
-# The default (issue 12): the one method measured on both of its lines at once - faster than
-# SageAttention2 by ~1.7x cuDNN at Wan 720p and above sage2-8bit in fidelity on randn and on
-# long video-like inputs (docs/benchmarks.md, 2026-12-02); vsmooth-expcast-blockmax-8bit is 4-5%
-# faster with the same fidelity on video and 0.06-0.15 dB under sage2-8bit on randn.
+# The default: fast (~1.7x cuDNN BF16 at Wan 720p, faster than SageAttention2) and above
+# sage2-8bit in fidelity both on Gaussian inputs and on long video-like ones (docs/benchmarks.md);
+# vsmooth-expcast-blockmax-8bit is 4-5% faster with the same fidelity on video and 0.06-0.15 dB
+# under sage2-8bit on Gaussian inputs.
 DEFAULT_METHOD = "vsmooth-split-blockmax-8bit"
 # Methods the Hopper kernel implements (include/vcattn.h); the 4-bit ones need Blackwell.
 GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit",

@@ -55,7 +55,7 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
         /* The kernel holds sm_scale and c0 = sm_scale * log2(e) in FP32
          * (a.sm, a.c0): they must be finite floats.  The ExpCast modes also
          * evaluate the bracket as fma(a, M + s, fl(-a M + ...)) with
-         * a = 8 c0 q_scale k_scale (numerics.h, VC_EXPCAST_MAGIC_MAX_A):
+         * a = 8 c0 q_scale k_scale (softmax_numerics.h, VC_EXPCAST_MAGIC_MAX_A):
          * SageAttention's INT8 scales are >= 1e-7 each, so c0 > 2^-7 / (8e-14)
          * makes a > 2^-7 for every input and the codes wrong; refuse it. */
         const double sm = p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);

@@ -265,7 +265,7 @@ static int run_check(void) {
         /* Q x 1e6 and x 1e20: every head flagged, the DIRECT kernel against the simulation */
         {1, 2, 300, 400, 128, 0, 0, 0, 1, 1, 1e6f}, {1, 2, 129, 300, 64, 1, 0, 0, 0, 1, 1e20f},
         /* 586 key blocks: the block-max descent d = 64/586 lets the grouped restore skip
-         * its group floor (numerics.h) */
+         * its group floor (softmax_numerics.h) */
         {1, 1, 200, 75000, 128, 0, 1, 0, 1, 1, 0},
     };
     int fails = 0;

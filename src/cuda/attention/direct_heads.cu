@@ -5,7 +5,7 @@
  * bias), whose bias holds fl(-a M + const); for a scale a = 8c above 2^-7
  * (scores of thousands of log2 units per INT32 step, Q or sm_scale scaled up
  * by ~1e3) its rounding error swamps the code, and the simulation takes the
- * bracket from the FP32 score instead (numerics.h, vc_expcast_bracket_direct).
+ * bracket from the FP32 score instead (softmax_numerics.h, vc_expcast_bracket_direct).
  * The exp path: 2^fma(s, c, -m), exact product minus m; at scores of ~1e12
  * log2 units the product's rounding residual (half an ULP, up to 2^16) is
  * the exponent, so P becomes Inf or 0 - the DIRECT kernel rounds s c first,

@@ -29,7 +29,7 @@
 #define VC_ATT_MU_BYTES 2048                 /* a block's means: 128 channels x 16 B */
 #define VC_ATT_MU_SLOT 2176                  /* + 8 zero rows: B rows 128..135 of the n136 restore */
 #define VC_ATT_MU_SLOTS 8                    /* means ring: VC_ATT_MU_GROUP_SLOTS groups of two slots */
-#define VC_ATT_RESTORE_GROUP ((unsigned)VC_RESTORE_GROUP) /* blocks per restore instruction (numerics.h) */
+#define VC_ATT_RESTORE_GROUP ((unsigned)VC_RESTORE_GROUP) /* blocks per restore instruction (softmax_numerics.h) */
 #define VC_ATT_MU_GROUP_SLOTS 4u             /* 4 group slots of 2 x 2176 B (a group's means) */
 #define VC_ATT_KEEP_BYTES 32                 /* per consumer thread: 4 pending coefficients, G[2] */
 #define VC_ATT_OFF_Q 0

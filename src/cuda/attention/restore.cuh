@@ -9,7 +9,7 @@
  * registers, C7512), eight blocks per instruction (every V-Smooth mode).
  * The ones rows of V^T are all ones, so every quad thread holds the full r of
  * its two rows; thread t keeps the coefficients of blocks t and t + 4 of the
- * open group (numerics.h, "the grouped mean restore"), at the current block's
+ * open group (softmax_numerics.h, "the grouped mean restore"), at the current block's
  * scale, in shared memory; A holds their FP16 hi + lo (columns 2t, 2t + 1:
  * block t; 8 + 2t, 9 + 2t: block t + 4) and B the group's means, each twice
  * (written so by the preprocessing, one 4 KB group slot of the means ring;
@@ -103,7 +103,7 @@ __device__ __forceinline__ void vc_att_make_ra_group(uint32_t (&RA)[4], const fl
     sts_v4_f32(keep, p[0], p[1], p[2], p[3]);
 }
 
-/* The block-max group floor's G after block b (numerics.h): the largest
+/* The block-max group floor's G after block b (softmax_numerics.h): the largest
  * scale m of the open group's blocks, b included (G restarts with each
  * group's first block).  Called in the fold of block b, off the softmax's
  * path; G lives in shared memory between turns (in registers it spilled).

@@ -2,7 +2,7 @@
  * INT32 scores S (the wgmma accumulator) -> the running row max, the rescale
  * factor alpha, and P as E4M3 A fragments for the P V product.
  *
- * Two ways to write P (numerics.h is the contract for both):
+ * Two ways to write P (softmax_numerics.h is the contract for both):
  *   exp path (sage2, vsmooth): p = 2^(s c - m) by MUFU.EX2, cast to E4M3 by
  *     F2FP (SageAttention2's scaling: the max offset 8.807 puts the row max
  *     at 448);
@@ -17,13 +17,13 @@
  *     BF16x2 max takes the larger line;
  *   ExpCast against the block's own max (VC_MODE_EXPCAST_BLOCKMAX): the
  *     ExpCast codes, with the scale m following the block's max down by at
- *     most d = min(1, 64 / blocks) log2 units per block (numerics.h, "the
+ *     most d = min(1, 64 / blocks) log2 units per block (softmax_numerics.h, "the
  *     block-max P scale"): one FADD more per row, none per score;
  *   the exp path against the block's own max (VC_MODE_VSMOOTH_BLOCKMAX): the
  *     same scale rule, the block's max at 256 (2^8) instead of 448;
  *   the split (VC_MODE_SPLIT_BLOCKMAX): ExpCast block-max's scale, the P
  *     registers of pair i = 0 of k-steps 0-2 (keys 32kk + 0..15) by the exp path
- *     in ExpCast's scale (numerics.h, "the split P"), the others by ExpCast. */
+ *     in ExpCast's scale (softmax_numerics.h, "the split P"), the others by ExpCast. */
 #pragma once
 #include <limits.h>
 #include <math.h>
@@ -78,7 +78,7 @@ __device__ __forceinline__ uint32_t vc_att_e4m3x4(const float (&p)[4]) {
 /* c: the block's score scale (log2 units per INT32 unit, this thread's rows);
  * DIRECT (the kernel of flagged heads, kernel.cu): where a = 8c passes
  * 2^-7 the one-FMA forms lose P: ExpCast's bracket comes from the FP32 score
- * instead (numerics.h, vc_expcast_bracket_direct) and the exp path rounds
+ * instead (softmax_numerics.h, vc_expcast_bracket_direct) and the exp path rounds
  * s c before subtracting m, per thread, as the simulation decides per scale;
  * m: running max (log2 units; the block-max scale: the block's scale, falling
  * at most `descent` per block), alpha: exp2(m_old - m_new), lsum: FP32 row sum
@@ -89,7 +89,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                                                uint32_t (&P)[4][4], uint32_t (&RA)[4], const float (&rprev)[2],
                                                unsigned kb, int nkb, const float (&G)[2], const uint8_t *smem) {
     float bias[2], bias_exp[2]; /* bias_exp: the split's exp keys */
-    /* the block-max scale's group floor (numerics.h, "the grouped mean
+    /* the block-max scale's group floor (softmax_numerics.h, "the grouped mean
      * restore"): in the block a group's restore rides in, m_n >= G - 7/8,
      * G the largest scale of the group's blocks (vc_att_group_max, updated in
      * the fold before this softmax) */
@@ -100,7 +100,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
     /* ExpCast reads the INT32 score s as the float M + s (M = 1.5 * 2^23: an
      * integer add on the bit pattern, exact for |s| < 2^22, so no I2F on the
      * ALU pipe); the bias absorbs -8c M before the max is known
-     * (numerics.h, vc_expcast_int_bracket).  Plain and block-max ExpCast
+     * (softmax_numerics.h, vc_expcast_int_bracket).  Plain and block-max ExpCast
      * scale the fma's terms by 2^-24 for the saturating form (a_s, bpre) */
     constexpr bool kSat = VC_MODE_IS_EXPCAST(MODE) && MODE != VC_MODE_EXPCAST_TAIL;
     const float a_s = kSat ? c8 * VC_EXPCAST_SAT_SCALE : c8; /* exact */
@@ -113,7 +113,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         float tm = mx == INT_MIN ? -INFINITY : (float)mx * c;
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
-        /* the block-max scale (numerics.h): m - descent is known before tm,
+        /* the block-max scale (softmax_numerics.h): m - descent is known before tm,
          * so the path from tm to the bias keeps its one max */
         float m_new = MODE == VC_MODE_EXPCAST_BLOCKMAX || MODE == VC_MODE_SPLIT_BLOCKMAX
                           ? vc_blockmax_scale(m[hh], descent, tm)
@@ -149,9 +149,9 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                 const int j0 = 4 * kk + 2 * i;
                 const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};
                 const int col[4] = {8 * j0 + 2 * t, 8 * j0 + 2 * t + 1, 8 * j0 + 8 + 2 * t, 8 * j0 + 9 + 2 * t};
-                if (MODE == VC_MODE_SPLIT_BLOCKMAX && i == 0 && kk < VC_SPLIT_EXP_KSTEPS) {
-                    /* the split's exp keys (vc_split_key_is_exp: 32kk + 0..15, kk < 3),
-                     * as the exp path with their own bias */
+                if (MODE == VC_MODE_SPLIT_BLOCKMAX && vc_split_key_is_exp(32 * kk + 16 * i)) {
+                    /* the split's exp keys: the rule decides per register (its four keys
+                     * share it), a constant after unrolling; the exp path with their bias */
                     float p[4];
                     vc_att_exp_p4<TAIL, DIRECT>(S, idx, col, c, bias_exp[hh], nvalid, p);
                     P[kk][2 * i + hh] = vc_att_e4m3x4(p);
@@ -161,7 +161,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                      * conversion of two of them is the RNE of their brackets
                      * (FP16 subnormals are spaced 2^-24), the low byte of each
                      * half the code: vc_expcast_code_from_bracket of
-                     * vc_expcast_int_bracket (numerics.h) */
+                     * vc_expcast_int_bracket (softmax_numerics.h) */
                     float w[4];
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
