@@ -13,6 +13,8 @@ import re
 import statistics
 import sys
 
+from plot_common import pyplot
+
 
 def parse(path):
     """Lines as device_check.sh writes them, or as dev/ab_bench.sh does (each prefixed by
@@ -36,12 +38,8 @@ def main():
     ap.add_argument("log")
     ap.add_argument("-o", "--out", default=None)
     a = ap.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot_bench: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+    plt = pyplot("plot_bench")
+    if plt is None:
         return 3
     sdpa, bench = parse(a.log)
     # one shape per key count: the one with the most heads

@@ -13,19 +13,16 @@ import json
 import math
 import sys
 
+from plot_common import pyplot
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("json", help="output of tests/gpu/fidelity_long.py --json")
     ap.add_argument("-o", "--out", default=None, help="PNG path (default: the JSON path with .png)")
     args = ap.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot_fidelity: matplotlib is not installed (pip install matplotlib); nothing drawn",
-              file=sys.stderr)
+    plt = pyplot("plot_fidelity")
+    if plt is None:
         return 3
     with open(args.json) as f:
         data = json.load(f)

@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 
+from plot_common import pyplot
+
 RANDN = "randn-8x8192"
 DEFAULT_METHODS = ("vsmooth-split-blockmax-8bit", "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit",
                    "sageattention2-real")
@@ -65,13 +67,8 @@ def main():
             p = [r[1] for r in rows[m]]
             print(f"{m:32s} over {len(p)} seeds: pooled {min(p):+.2f} .. {max(p):+.2f}")
 
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot_randn_seeds: matplotlib is not installed (pip install matplotlib); no chart drawn",
-              file=sys.stderr)
+    plt = pyplot("plot_randn_seeds")
+    if plt is None:
         return 0
     fig, ax = plt.subplots(figsize=(8, 4.2))
     n = len(methods)

@@ -17,6 +17,8 @@ import re
 import statistics
 import sys
 
+from plot_common import pyplot
+
 BUILDS = {"devbin_14": ("14", 0.25), "devbin_38": ("38", 0.375), "devbin_s": ("12", 0.5)}
 SHAPE = "1,40,75600,75600,128"
 
@@ -26,12 +28,8 @@ def main():
     ap.add_argument("folder")
     ap.add_argument("-o", "--out", default=None)
     a = ap.parse_args()
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("plot_split_fraction: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+    plt = pyplot("plot_split_fraction")
+    if plt is None:
         return 3
     cudnn, split, default = None, {}, []
     for line in open(os.path.join(a.folder, "ab_fraction.txt")):
