@@ -40,6 +40,10 @@
 #define VC_ATT_OFF_KEEP (VC_ATT_OFF_KS + VC_ATT_STAGES * 16) /* VC_ATT_KEEP_BYTES per consumer thread */
 #define VC_ATT_OFF_BAR (VC_ATT_OFF_KEEP + 256 * VC_ATT_KEEP_BYTES)
 #define VC_ATT_SMEM (VC_ATT_OFF_BAR + 256 + 1024)
+/* Ring stage and mbarrier phase parity of key block kb (any STAGES: a
+ * power of two compiles to a mask and a shift) */
+#define VC_ATT_STAGE(kb) ((unsigned)(kb) % VC_ATT_STAGES)
+#define VC_ATT_PHASE(kb) (((unsigned)(kb) / VC_ATT_STAGES) & 1u)
 #define VC_ATT_BAR_WG0 1 /* named barrier a consumer WG waits on before its turn (+1: the other WG) */
 #define VC_ATT_E4M3_ONE 0x38u
 

@@ -85,7 +85,7 @@ __device__ __forceinline__ void vc_att_fold(vc_att_consumer &cs, uint64_t *empty
     cs.rprev[0] = r[0];
     cs.rprev[1] = r[1];
     __syncwarp();
-    if (elect_one_sync()) mbarrier_arrive(&empty_v[kb & (VC_ATT_STAGES - 1)]);
+    if (elect_one_sync()) mbarrier_arrive(&empty_v[VC_ATT_STAGE(kb)]);
 }
 
 /* Ping-pong.  Barrier ids as immediates (a warp-uniform branch): held in a
@@ -104,8 +104,8 @@ __device__ __forceinline__ void vc_att_end_issue(int cw) {
  * WG's MMAs: the next turn's K stage (block kb+1) and the V^T stage of block
  * kb (read by the next turn's P V). */
 __device__ __forceinline__ void vc_att_prepare_next(const vc_att_barriers &b, unsigned kb, int nkb) {
-    if (kb + 1 < (unsigned)nkb) mbarrier_wait(&b.full_k[(kb + 1) & (VC_ATT_STAGES - 1)], ((kb + 1) / VC_ATT_STAGES) & 1);
-    mbarrier_wait(&b.full_v[kb & (VC_ATT_STAGES - 1)], (kb / VC_ATT_STAGES) & 1);
+    if (kb + 1 < (unsigned)nkb) mbarrier_wait(&b.full_k[VC_ATT_STAGE(kb + 1)], VC_ATT_PHASE(kb + 1));
+    mbarrier_wait(&b.full_v[VC_ATT_STAGE(kb)], VC_ATT_PHASE(kb));
 }
 
 /* Wait for S_kb and run its softmax; the wgmma wait sits inside each branch
@@ -114,7 +114,7 @@ template <int MODE, bool DIRECT>
 __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_att_barriers &b, uint32_t sks, float cq,
                                                 unsigned kb, int nkb, int tail_valid, int t, float a_descent,
                                                 const float (&G)[2], const uint8_t *smem) {
-    const unsigned st = kb & (VC_ATT_STAGES - 1);
+    const unsigned st = VC_ATT_STAGE(kb);
     const float c = cq * lds_f32(sks + 16 * st); /* before the stage is released */
     if (kb == (unsigned)nkb - 1 && tail_valid < VC_BLOCK_K) {
         wgmma_wait<0>();
@@ -155,7 +155,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
      * kb-1 under S_kb.  Group 1 (P V + restore) has completed (wait 1) before
      * the fold touches acc and O. */
     for (unsigned kb = 1; kb < (unsigned)nkb; ++kb) {
-        const unsigned st = kb & (VC_ATT_STAGES - 1), pst = (kb - 1) & (VC_ATT_STAGES - 1);
+        const unsigned st = VC_ATT_STAGE(kb), pst = VC_ATT_STAGE(kb - 1);
         /* the slot of group (kb - 9) / 8 (blocks kb-9 .. kb-2), the restore in
          * turns kb = 9, 17, 25, ....  Branch-free: a branch between two wgmma
          * makes ptxas inject a warpgroup.arrive (C7519) */
@@ -182,7 +182,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
      * block nkb-2, complete or not), then the last block's mean term on its
      * own ---- */
     {
-        const unsigned pst = (unsigned)(nkb - 1) & (VC_ATT_STAGES - 1),
+        const unsigned pst = VC_ATT_STAGE(nkb - 1),
                        mst = 2u * ((((unsigned)max(nkb, 2) - 2u) >> 3) & (VC_ATT_MU_GROUP_SLOTS - 1u));
         vc_att_begin_turn(cw);
         vc_att_issue_pv<kVs>(cs, d, pst);

@@ -28,8 +28,8 @@ __device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_
         mbarrier_arrive_expect_tx(b.q_full, 128 * 128);
         tma_load_2d(sQ, &maps.q, b.q_full, 0, bh * a.sq_pad + qtile * VC_TILE_Q);
         for (int kb = 0; kb < nkb; ++kb) {
-            const int st = kb % VC_ATT_STAGES;
-            mbarrier_wait(&b.empty_k[st], ((kb / VC_ATT_STAGES) & 1) ^ 1);
+            const int st = (int)VC_ATT_STAGE(kb);
+            mbarrier_wait(&b.empty_k[st], VC_ATT_PHASE(kb) ^ 1u);
             mbarrier_arrive_expect_tx(&b.full_k[st], VC_ATT_K_BYTES + 16);
             tma_load_2d(sK + st * VC_ATT_K_BYTES, &maps.k, &b.full_k[st], 0, bh * a.skv_pad + kb * VC_BLOCK_K);
             bulk_load_1d(sKS + st * 16, kscale + (int64_t)kb * 4, 16, &b.full_k[st]);
@@ -44,9 +44,9 @@ __device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_
         const int ngroups = (nkb + (int)VC_ATT_RESTORE_GROUP - 1) / (int)VC_ATT_RESTORE_GROUP;
         const uint4 *mu_tc = V_SMOOTH ? a.v_mean_tc + (int64_t)bh * ngroups * 2 * VC_GPU_DPAD : nullptr;
         for (int kb = 0; kb < nkb; ++kb) {
-            const int st = kb % VC_ATT_STAGES;
+            const int st = (int)VC_ATT_STAGE(kb);
             const bool group_load = V_SMOOTH && kb % (int)VC_ATT_RESTORE_GROUP == 0;
-            mbarrier_wait(&b.empty_v[st], ((kb / VC_ATT_STAGES) & 1) ^ 1);
+            mbarrier_wait(&b.empty_v[st], VC_ATT_PHASE(kb) ^ 1u);
             mbarrier_arrive_expect_tx(&b.full_v[st], VC_ATT_K_BYTES + (group_load ? 2 * VC_ATT_MU_BYTES : 0));
             tma_load_2d(sV + st * VC_ATT_V_BYTES, &maps.v, &b.full_v[st], kb * VC_BLOCK_K, bh * VC_GPU_DPAD);
             if (group_load) {
