@@ -119,9 +119,9 @@ typedef enum vcattn_method {
                                                     against its own max (VCATTN_P_SCALE_BLOCK_MAX) */
     VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT, /* vsmooth-8bit (exact exp2, E4M3 P) with each block's P
                                             against its own max: the most faithful 8-bit method */
-    VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, /* the block-max scale with P split: keys 0-15,
-                                                  32-47, 64-79 of each block by the exp path, the
-                                                  rest by ExpCast */
+    VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, /* the block-max scale with P split: keys 0-15
+                                                  and 32-47 of each block by the exp path, the
+                                                  rest by ExpCast, both centred on the top key */
     VCATTN_METHOD_COUNT
 } vcattn_method;
 
@@ -150,8 +150,9 @@ typedef enum vcattn_p_format {
     VCATTN_P_FORMAT_EXPCAST, /* ExpCast code straight from the score */
     VCATTN_P_FORMAT_NVFP4,   /* SageAttention3's two-level NVFP4 P */
     VCATTN_P_FORMAT_EXPCAST_TAIL, /* ExpCast with the tail line (softmax_numerics.h, vc_expcast_tail_code_biased) */
-    VCATTN_P_FORMAT_SPLIT /* 3/8 of the keys (vc_split_key_is_exp) by FP32 exp2 + RNE cast in
-                             ExpCast's scale, the rest by ExpCast (softmax_numerics.h, "the split P") */
+    VCATTN_P_FORMAT_SPLIT /* 1/4 of the keys (vc_split_key_is_exp) by FP32 exp2 + RNE cast in
+                             ExpCast's scale, the rest by ExpCast's codes with beta = -0.453
+                             (softmax_numerics.h, "the split P") */
 } vcattn_p_format;
 
 /* The scale each key block's P is written against (softmax_numerics.h, "the block-max
@@ -479,6 +480,8 @@ typedef struct vcattn_split_facts {
     double scale[2];             /* exp keys, ExpCast keys: geometric-mean decoded / 2^u */
     double scale_ratio;          /* scale[1] / scale[0]; 1 = the two parts agree */
     double rms_log2_error[2];    /* same order */
+    double top_gain[2];          /* the block's top key (u = 0): decoded / 2^8, same order; equal to
+                                    scale[] = the top key weighs what the keys below it weigh */
 } vcattn_split_facts;
 
 /* samples_per_doubling >= 16. */

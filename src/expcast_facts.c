@@ -95,7 +95,7 @@ vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_fa
             const double u = -((double)i + 0.5) / (double)samples_per_doubling;
             /* the exp keys as the split writes them: vc_exp_then_cast_code puts u = 0 at 256 */
             const uint8_t code = path == 0 ? vc_exp_then_cast_code((float)(u + (VC_SPLIT_EXP_LOG2_OFFSET - 8.0)))
-                                           : vc_expcast_code((float)u);
+                                           : vc_split_expcast_code((float)u);
             const double r = log2(vc_e4m3_decode(code) / exp2(u + 8.0));
             s1 += r;
             s2 += r * r;
@@ -104,6 +104,8 @@ vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_fa
         facts->scale[path] = exp2(mean);
         facts->rms_log2_error[path] = sqrt(fmax(s2 / n - mean * mean, 0.0));
     }
+    facts->top_gain[0] = vc_e4m3_decode(vc_exp_then_cast_code(VC_SPLIT_EXP_LOG2_OFFSET - 8.0f)) / 256.0;
+    facts->top_gain[1] = vc_e4m3_decode(vc_split_expcast_code(0.0f)) / 256.0;
     facts->scale_ratio = facts->scale[1] / facts->scale[0];
     return VCATTN_STATUS_SUCCESS;
 }

@@ -258,33 +258,61 @@ VC_HD static inline int vc_blockmax_needs_group_floor(float descent) {
  * which on Gaussian rows leaves the ExpCast block-max method ~2-4% (rel-L2^2)
  * behind SageAttention2 (docs/fidelity-analysis.md); the exp path (MUFU.EX2 and
  * an RNE cast, one MUFU more per score) costs ~12% of the kernel at Wan 720p.
- * The split writes 3/8 of each block's keys by the exp path and the rest by
- * ExpCast, in one scale: with the block-max scale m the ExpCast keys get the
- * codes of t - m (the max at code 120 = 256) and the exp keys
- * E4M3(2^(t - m + VC_SPLIT_EXP_LOG2_OFFSET)): 8 (the max at 256) plus log2 of the
- * two paths' scale ratio, which ExpCast's beta leaves at 1.0100 (`vcattn
- * numerics`: the geometric mean of decoded / 2^u over the normal range is
- * 1.00896 for ExpCast's codes and 0.99898 for the exp path's RNE cast), so
- * neither part is weighted 1% against the other (the block's max still rounds
- * to 256).  The row sum of the quantized P is the normalizer, as for both
- * parents.  Which keys: keys 0-15, 32-47 and 64-79 of a block by the exp path -
- * in the kernel the P register pair i = 0 of the k-steps kk = 0, 1, 2 (the A
- * fragment of k-step kk, pair i, holds keys 32 kk + 16 i + {2t, 2t + 1, 8 + 2t,
- * 9 + 2t}), so the choice is made at compile time and costs no select: 24
- * MUFU.EX2 per thread and block instead of the exp path's 64.  Why 3/8: a
- * warp's MUFU takes 8 cycles per instruction, so the exp keys' MUFU work
- * (after the block's max is known) hides behind ExpCast's conversions up to
- * about a quarter of the keys and then sets the softmax's length; measured on
- * the H200 (same call, Wan 720p): 1/4 of the keys +2.0% of the kernel's time,
- * 3/8 +3.8%, 1/2 +7.4%, while the error on Gaussian rows falls about linearly
- * with the share (docs/kernel-log.md, "The split P").  (A fixed subset rather
- * than a choice by value: choosing the block's largest P for the exp path would
- * need both values or a select per score, which costs what the exp path costs.) */
-#define VC_SPLIT_EXP_KSTEPS 3 /* of a block's four 32-key k-steps, the first three carry exp keys */
+ * The split writes 1/4 of each block's keys by the exp path and the rest by
+ * ExpCast, in one scale, with both parts centred on the block's top key:
+ *   - the block-max scale puts the block's max at u = 0 whenever it sets the
+ *     scale (on short and peaked rows: nearly every block), so its code is
+ *     always RNE(const) and it holds ~16% of the block's sum of P^2 on
+ *     Gaussian rows.  Its weight against the block's other keys is a fixed
+ *     bias unless the top code reads what the codes below it read on average:
+ *     with the paper's beta (-0.35, const 119.65) the codes decode to 1.00896
+ *     times 2^(u+8) (geometric mean over the normal range, `vcattn
+ *     numerics`) while the top code 120 reads 256 exactly, 0.9% light.  The
+ *     split's ExpCast keys use beta = -0.35 - 8 log2(1.00896) = -0.453
+ *     (VC_SPLIT_EXPCAST_CONST = 119.547): their mean gain is 1, the top code
+ *     still 120 = 256.  (The other code that could sit at gain 1, 119 = 240
+ *     with const 118.80, cuts the tail 0.1 octave earlier; 120.91 would put
+ *     the top at 288, past the grouped restore's FP16 bound.)  In the
+ *     simulation on Gaussian rows (dev/randn_budget.c, 8 heads x 8192 keys,
+ *     four seeds) it gains ~0.06 dB, about what 1/8 of the keys more by the
+ *     exp path would (docs/kernel-log.md, "The split's top key");
+ *   - the exp keys get E4M3(2^(t - m + VC_SPLIT_EXP_LOG2_OFFSET)): 8 (the max
+ *     at 256) minus log2 of the exp path's own mean gain (0.99898), so their
+ *     mean gain is 1 too and their top key also rounds to 256.
+ * The row sum of the quantized P is the normalizer, as for both parents.
+ * Which keys: keys 0-15 and 32-47 of a block by the exp path - in the kernel
+ * the P register pair i = 0 of the k-steps kk = 0, 1 (the A fragment of k-step
+ * kk, pair i, holds keys 32 kk + 16 i + {2t, 2t + 1, 8 + 2t, 9 + 2t}), so the
+ * choice is made at compile time and costs no select: 16 MUFU.EX2 per thread
+ * and block instead of the exp path's 64.  Why 1/4: a warp's MUFU takes 8
+ * cycles per instruction, so the exp keys' MUFU work (after the block's max is
+ * known) hides behind ExpCast's conversions up to about a quarter of the keys
+ * and then sets the softmax's length; measured on the H200 (same call, Wan
+ * 720p): 1/4 of the keys +2.0% of the kernel's time, 3/8 +3.8%, 1/2 +7.4%,
+ * while the error on Gaussian rows falls about linearly with the share
+ * (docs/kernel-log.md, "The split P" and "The split's top key").  (A fixed
+ * subset rather than a choice by value: choosing the block's largest P for the
+ * exp path would need both values or a select per score, which costs what the
+ * exp path costs.) */
+#define VC_SPLIT_EXP_KSTEPS 2 /* of a block's four 32-key k-steps, the first two carry exp keys */
 VC_HD static inline int vc_split_key_is_exp(int64_t key_in_block) {
     return (key_in_block & 16) == 0 && key_in_block < 32 * VC_SPLIT_EXP_KSTEPS;
 }
-#define VC_SPLIT_EXP_LOG2_OFFSET 8.014338f /* 8 + log2(1.00896 / 0.99898) */
+#define VC_SPLIT_EXPCAST_CONST 119.547f   /* 120 + beta, beta = -0.35 - 8 log2(1.00896) */
+#define VC_SPLIT_EXP_LOG2_OFFSET 8.001472f /* 8 - log2(0.99898) */
+/* The split's ExpCast codes: ExpCast's bracket and kernel forms with
+ * VC_SPLIT_EXPCAST_CONST in place of VC_EXPCAST_CONST (the same RNE, clamp and
+ * saturating evaluation; codes never pass 120, the bracket's top is 119.547). */
+VC_HD static inline float vc_split_sat_bias_pre(float a_s) {
+    return fmaf(-a_s, VC_EXPCAST_INT_MAGIC, VC_SPLIT_EXPCAST_CONST * VC_EXPCAST_SAT_SCALE);
+}
+VC_HD static inline float vc_split_int_bracket(float a, float s, float m) {
+    return fmaf(a, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias(fmaf(-a, VC_EXPCAST_INT_MAGIC, VC_SPLIT_EXPCAST_CONST), m));
+}
+/* u in log2 units (u <= 0 relative to the scale), for the facts and tests */
+VC_HD static inline uint8_t vc_split_expcast_code(float u) {
+    return vc_expcast_code_from_bracket(fmaf(8.0f, u, VC_SPLIT_EXPCAST_CONST));
+}
 
 /* ---- ExpCast's deterministic map, without rounding (error analysis) ---------
  * ExpCast's code before rounding, t = 8u + 120 + beta (no clamp), and the

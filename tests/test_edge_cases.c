@@ -332,7 +332,7 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     for (int i = 0; i < 7; ++i) {
         vcattn_method_config mc;
         CHECK_STATUS(vcattn_method_config_get(ms[i], &mc), VCATTN_STATUS_SUCCESS);
-        /* the split writes ExpCast codes for half its keys: ExpCast's bound */
+        /* the split writes ExpCast codes for 3/4 of its keys: ExpCast's bound */
         const int expcast = mc.p_format == VCATTN_P_FORMAT_EXPCAST || mc.p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ||
                             mc.p_format == VCATTN_P_FORMAT_SPLIT;
         p.method = ms[i];

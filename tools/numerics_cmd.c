@@ -127,12 +127,15 @@ int vc_cmd_numerics(int argc, char **argv) {
             printf("  %8lld %10.5f %12.4f %22.2f %12s %26.0f\n", (long long)keys[i], bm_d[i], bm_alpha[i], bm_total[i],
                    bm_floor[i] ? "m >= G-7/8" : "not needed", bm_coef[i]);
         printf("  grouped restore: FP16 coefficient of 8 blocks' row sums <= %.0f (FP16 max 65504)\n", restore_max);
-        printf("the split P (vsmooth-split-blockmax-8bit): keys 0-15, 32-47 and 64-79 of a block by the exp path,\n"
-               "  the rest by ExpCast; %.1f%% of a block's keys by the exp path.  Over u in [-8, 0] octaves, decoded / 2^u:\n",
+        printf("the split P (vsmooth-split-blockmax-8bit): keys 0-15 and 32-47 of a block by the exp path,\n"
+               "  the rest by ExpCast; %.1f%% of a block's keys by the exp path.  Over u in [-8, 0] octaves, decoded / 2^u\n"
+               "  (times 2^-8), and the block's top key (u = 0):\n",
                100.0 * sf.exp_share);
-        printf("  %-34s %18s %24s\n", "keys", "geometric mean", "RMS log2 error per key");
-        printf("  %-34s %18.5f %24.5f\n", "exp keys (offset 8 + log2 1.00999)", sf.scale[0], sf.rms_log2_error[0]);
-        printf("  %-34s %18.5f %24.5f\n", "ExpCast (beta = -0.35)", sf.scale[1], sf.rms_log2_error[1]);
+        printf("  %-38s %15s %24s %10s\n", "keys", "geometric mean", "RMS log2 error per key", "top key");
+        printf("  %-38s %15.5f %24.5f %10.5f\n", "exp keys (offset 8.001472)", sf.scale[0], sf.rms_log2_error[0],
+               sf.top_gain[0]);
+        printf("  %-38s %15.5f %24.5f %10.5f\n", "ExpCast (beta = -0.453, const 119.547)", sf.scale[1],
+               sf.rms_log2_error[1], sf.top_gain[1]);
         printf("  scale ratio ExpCast / exp path   %.5f (1 = both parts are written in one scale)\n", sf.scale_ratio);
     }
     return 0;

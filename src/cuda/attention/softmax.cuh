@@ -104,7 +104,9 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
      * scale the fma's terms by 2^-24 for the saturating form (a_s, bpre) */
     constexpr bool kSat = VC_MODE_IS_EXPCAST(MODE) && MODE != VC_MODE_EXPCAST_TAIL;
     const float a_s = kSat ? c8 * VC_EXPCAST_SAT_SCALE : c8; /* exact */
-    const float bpre = MODE == VC_MODE_EXPCAST_TAIL ? vc_expcast_tail_bias_pre(c8) : vc_expcast_sat_bias_pre(a_s);
+    const float bpre = MODE == VC_MODE_EXPCAST_TAIL    ? vc_expcast_tail_bias_pre(c8)
+                       : MODE == VC_MODE_SPLIT_BLOCKMAX ? vc_split_sat_bias_pre(a_s) /* the split's constant */
+                                                        : vc_expcast_sat_bias_pre(a_s);
     const bool direct = DIRECT && c8 > VC_EXPCAST_MAGIC_MAX_A;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
@@ -171,7 +173,8 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                          * ~1e12 log2 units, became the bracket (codes past 255: NaN rows) */
                         if (DIRECT && direct)
                             w[e] = fma_sat(8.0f * VC_EXPCAST_SAT_SCALE, __fsub_rn(__fmul_rn((float)S[idx[e]], c), m[hh]),
-                                           VC_EXPCAST_CONST * VC_EXPCAST_SAT_SCALE);
+                                           (MODE == VC_MODE_SPLIT_BLOCKMAX ? VC_SPLIT_EXPCAST_CONST : VC_EXPCAST_CONST) *
+                                               VC_EXPCAST_SAT_SCALE);
                         if (TAIL && col[e] >= nvalid) w[e] = 0.0f; /* code 0 */
                     }
                     P[kk][2 * i + hh] = prmt(cvt_f16x2(w[0], w[1]), cvt_f16x2(w[2], w[3]), 0x6420);
