@@ -294,9 +294,15 @@ VC_HD static inline int vc_blockmax_needs_group_floor(float descent) {
  * subset rather than a choice by value: choosing the block's largest P for the
  * exp path would need both values or a select per score, which costs what the
  * exp path costs.) */
-#define VC_SPLIT_EXP_KSTEPS 2 /* of a block's four 32-key k-steps, the first two carry exp keys */
+#ifndef VC_SPLIT_EXP_KEYS
+#define VC_SPLIT_EXP_KEYS 32 /* of a block's 128 keys by the exp path: a multiple of 8, at most 64 */
+#endif
+/* The candidates are the keys of pair i = 0 (key & 16 == 0), taken in key
+ * order: rank (key / 32) * 16 + key % 16.  A P register holds keys 2t, 2t + 1
+ * (positions < 8 of their 16) and 8 + 2t, 9 + 2t, so a multiple of 8 splits no
+ * half-register. */
 VC_HD static inline int vc_split_key_is_exp(int64_t key_in_block) {
-    return (key_in_block & 16) == 0 && key_in_block < 32 * VC_SPLIT_EXP_KSTEPS;
+    return (key_in_block & 16) == 0 && (key_in_block >> 5) * 16 + (key_in_block & 15) < VC_SPLIT_EXP_KEYS;
 }
 #define VC_SPLIT_EXPCAST_CONST 119.547f   /* 120 + beta, beta = -0.35 - 8 log2(1.00896) */
 #define VC_SPLIT_EXP_LOG2_OFFSET 8.001472f /* 8 - log2(0.99898) */

@@ -21,9 +21,11 @@
  *     block-max P scale"): one FADD more per row, none per score;
  *   the exp path against the block's own max (VC_MODE_VSMOOTH_BLOCKMAX): the
  *     same scale rule, the block's max at 256 (2^8) instead of 448;
- *   the split (VC_MODE_SPLIT_BLOCKMAX): ExpCast block-max's scale, the P
- *     registers of pair i = 0 of k-steps 0-2 (keys 32kk + 0..15) by the exp path
- *     in ExpCast's scale (softmax_numerics.h, "the split P"), the others by ExpCast. */
+ *   the split (VC_MODE_SPLIT_BLOCKMAX): ExpCast block-max's scale, the keys
+ *     vc_split_key_is_exp picks (in pair i = 0 of the first k-steps, keys
+ *     32kk + 0..15; whole registers or half-registers) by the exp path in
+ *     ExpCast's scale (softmax_numerics.h, "the split P"), the others by the
+ *     split's ExpCast codes. */
 #pragma once
 #include <limits.h>
 #include <math.h>
@@ -68,6 +70,27 @@ __device__ __forceinline__ void vc_att_exp_p4(const int32_t (&S)[64], const int 
         p[e] = ex2_approx(DIRECT ? __fadd_rn(__fmul_rn((float)S[idx[e]], c), bias) : fmaf((float)S[idx[e]], c, bias));
         if (TAIL && col[e] >= nvalid) p[e] = 0.0f;
     }
+}
+
+/* ExpCast's saturating bracket of one score (plain, block-max and the split's
+ * ExpCast keys): w = sat(2^-24 bracket), ONE FFMA.SAT whose saturation is the
+ * clamp at code 0 (vc_expcast_code_from_bracket of vc_expcast_int_bracket, or
+ * the split's vc_split_int_bracket, softmax_numerics.h); 0 (code 0) past nvalid
+ * with TAIL.  The FP32 -> FP16x2 conversion of two of them is the RNE of their
+ * brackets (FP16 subnormals are spaced 2^-24), the low byte of each half the
+ * code.  DIRECT: the bracket from the FP32 score (vc_expcast_bracket_direct);
+ * __fmul_rn keeps the product from being contracted into the subtraction of m
+ * (one FFMA), whose rounding residual, up to half an ULP of a score of ~1e12
+ * log2 units, became the bracket (codes past 255: NaN rows). */
+template <int MODE, bool TAIL, bool DIRECT>
+__device__ __forceinline__ float vc_att_expcast_w(int32_t s, int col, float a_s, float bias, float c, float m,
+                                                  bool direct, int nvalid) {
+    float w = fma_sat(a_s, __int_as_float(s + VC_EXPCAST_INT_MAGIC_BITS), bias);
+    if (DIRECT && direct)
+        w = fma_sat(8.0f * VC_EXPCAST_SAT_SCALE, __fsub_rn(__fmul_rn((float)s, c), m),
+                    (MODE == VC_MODE_SPLIT_BLOCKMAX ? VC_SPLIT_EXPCAST_CONST : VC_EXPCAST_CONST) * VC_EXPCAST_SAT_SCALE);
+    if (TAIL && col >= nvalid) w = 0.0f; /* code 0 */
+    return w;
 }
 
 /* four P values -> one E4M3 A-fragment register (two F2FP; the second merges) */
@@ -151,32 +174,33 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                 const int j0 = 4 * kk + 2 * i;
                 const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};
                 const int col[4] = {8 * j0 + 2 * t, 8 * j0 + 2 * t + 1, 8 * j0 + 8 + 2 * t, 8 * j0 + 9 + 2 * t};
-                if (MODE == VC_MODE_SPLIT_BLOCKMAX && vc_split_key_is_exp(32 * kk + 16 * i)) {
-                    /* the split's exp keys: the rule decides per register (its four keys
-                     * share it), a constant after unrolling; the exp path with their bias */
+                /* the split's rule (vc_split_key_is_exp) decides per half-register: keys
+                 * 2t, 2t + 1 of the register's 16 and keys 8 + 2t, 9 + 2t each share it;
+                 * constants after unrolling */
+                const bool exp_lo = MODE == VC_MODE_SPLIT_BLOCKMAX && vc_split_key_is_exp(32 * kk + 16 * i);
+                const bool exp_hi = MODE == VC_MODE_SPLIT_BLOCKMAX && vc_split_key_is_exp(32 * kk + 16 * i + 8);
+                if (exp_lo && exp_hi) {
+                    /* the split's exp keys: the exp path with their bias */
                     float p[4];
                     vc_att_exp_p4<TAIL, DIRECT>(S, idx, col, c, bias_exp[hh], nvalid, p);
                     P[kk][2 * i + hh] = vc_att_e4m3x4(p);
+                } else if (exp_lo) {
+                    /* half and half: keys 2t, 2t + 1 by the exp path (one F2FP.E4M3 into the
+                     * low two bytes), 8 + 2t, 9 + 2t by ExpCast (the low bytes of an FP16x2
+                     * conversion); one PRMT packs them, as ExpCast's register costs */
+                    float p[4];
+                    vc_att_exp_p4<TAIL, DIRECT>(S, idx, col, c, bias_exp[hh], nvalid, p); /* p[2], p[3] unused */
+                    const float w2 = vc_att_expcast_w<MODE, TAIL, DIRECT>(S[idx[2]], col[2], a_s, bias[hh], c, m[hh],
+                                                                          direct, nvalid);
+                    const float w3 = vc_att_expcast_w<MODE, TAIL, DIRECT>(S[idx[3]], col[3], a_s, bias[hh], c, m[hh],
+                                                                          direct, nvalid);
+                    P[kk][2 * i + hh] = prmt((uint32_t)cvt_e4m3x2(p[0], p[1]), cvt_f16x2(w2, w3), 0x6410);
                 } else if (kSat) {
-                    /* w = sat(2^-24 bracket): ONE FFMA.SAT per score, whose
-                     * saturation is the clamp at code 0; the FP32 -> FP16x2
-                     * conversion of two of them is the RNE of their brackets
-                     * (FP16 subnormals are spaced 2^-24), the low byte of each
-                     * half the code: vc_expcast_code_from_bracket of
-                     * vc_expcast_int_bracket (softmax_numerics.h) */
                     float w[4];
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        w[e] = fma_sat(a_s, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
-                        /* __fmul_rn: contracted into the subtraction of m (one FFMA), the
-                         * product's rounding residual, up to half an ULP of a score of
-                         * ~1e12 log2 units, became the bracket (codes past 255: NaN rows) */
-                        if (DIRECT && direct)
-                            w[e] = fma_sat(8.0f * VC_EXPCAST_SAT_SCALE, __fsub_rn(__fmul_rn((float)S[idx[e]], c), m[hh]),
-                                           (MODE == VC_MODE_SPLIT_BLOCKMAX ? VC_SPLIT_EXPCAST_CONST : VC_EXPCAST_CONST) *
-                                               VC_EXPCAST_SAT_SCALE);
-                        if (TAIL && col[e] >= nvalid) w[e] = 0.0f; /* code 0 */
-                    }
+                    for (int e = 0; e < 4; ++e)
+                        w[e] = vc_att_expcast_w<MODE, TAIL, DIRECT>(S[idx[e]], col[e], a_s, bias[hh], c, m[hh], direct,
+                                                                    nvalid);
                     P[kk][2 * i + hh] = prmt(cvt_f16x2(w[0], w[1]), cvt_f16x2(w[2], w[3]), 0x6420);
                 } else if (MODE == VC_MODE_EXPCAST_TAIL) {
                     /* v = bracket + 128 (ONE FFMA per score); the BF16x2
