@@ -288,9 +288,10 @@ VC_HD static inline int vc_blockmax_needs_group_floor(float descent) {
  * cycles per instruction, so the exp keys' MUFU work (after the block's max is
  * known) hides behind ExpCast's conversions up to about a quarter of the keys
  * and then sets the softmax's length; measured on the H200 (same call, Wan
- * 720p): 1/4 of the keys +2.0% of the kernel's time, 3/8 +3.8%, 1/2 +7.4%,
- * while the error on Gaussian rows falls about linearly with the share
- * (docs/kernel-log.md, "The split P" and "The split's top key").  (A fixed
+ * 720p, over the ExpCast block-max kernel): 1/4 of the keys +1.1%, 5/16 +3.8%,
+ * 3/8 +4.1% (2026-12-04; 1/2 +7.4% earlier), while the error on Gaussian rows
+ * falls about linearly with the share (docs/kernel-log.md, "The split P" and
+ * "The split's top key").  (A fixed
  * subset rather than a choice by value: choosing the block's largest P for the
  * exp path would need both values or a select per score, which costs what the
  * exp path costs.) */

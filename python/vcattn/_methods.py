@@ -12,9 +12,9 @@ from ._lib import check, lib
 
 __all__ = ["DEFAULT_METHOD", "GPU_METHODS", "methods", "method_id", "method_config", "config", "uses_vsmooth"]
 
-# The default: fast (~1.7x cuDNN BF16 at Wan 720p, faster than SageAttention2) and above
+# The default: fast (~1.75x cuDNN BF16 at Wan 720p, faster than SageAttention2) and at or above
 # sage2-8bit in fidelity both on Gaussian inputs and on long video-like ones (docs/benchmarks.md);
-# vsmooth-expcast-blockmax-8bit is 4-5% faster with the same fidelity on video and 0.06-0.15 dB
+# vsmooth-expcast-blockmax-8bit is 1-3% faster with the same fidelity on video and 0.06-0.15 dB
 # under sage2-8bit on Gaussian inputs.
 DEFAULT_METHOD = "vsmooth-split-blockmax-8bit"
 # Methods the Hopper kernel implements (include/vcattn.h); the 4-bit ones need Blackwell.
