@@ -228,21 +228,16 @@ TILE_STEP int row_scores(const sim_ctx *c, const double *s, const float *delta, 
     return finite;
 }
 
-/* One score's ExpCast code (plain, with the tail line, or the split's), as the kernel
- * evaluates its bracket: from the INT32 score s (vc_expcast_int_bracket, the
+/* One score's ExpCast code (plain, with the tail line, or the split's: bracket_const
+ * VC_EXPCAST_CONST, VC_EXPCAST_TAIL_BIASED_CONST or VC_SPLIT_EXPCAST_CONST), as the kernel
+ * evaluates its bracket: from the INT32 score s (vc_expcast_int_bracket_at, the
  * tail's biased form), or from the FP32 score t where the scale a = 8c passes
  * VC_EXPCAST_MAGIC_MAX_A (the DIRECT kernel, vc_expcast_bracket_direct) */
-enum { EXPCAST_PLAIN, EXPCAST_TAIL, EXPCAST_SPLIT };
-TILE_STEP uint8_t expcast_score_code(int form, double t, double cscale, double s, double m_new) {
+TILE_STEP uint8_t expcast_score_code(int tail, float bracket_const, double t, double cscale, double s, double m_new) {
     const float a = 8.0f * (float)cscale;
-    const int tail = form == EXPCAST_TAIL;
-    const float bracket_const = tail                  ? VC_EXPCAST_TAIL_BIASED_CONST
-                                : form == EXPCAST_SPLIT ? VC_SPLIT_EXPCAST_CONST
-                                                        : VC_EXPCAST_CONST;
     const float v = a > VC_EXPCAST_MAGIC_MAX_A ? vc_expcast_bracket_direct((float)t, (float)m_new, bracket_const)
-                    : tail                     ? vc_expcast_tail_biased_bracket(a, (float)s, (float)m_new)
-                    : form == EXPCAST_SPLIT    ? vc_split_int_bracket(a, (float)s, (float)m_new)
-                                               : vc_expcast_int_bracket(a, (float)s, (float)m_new);
+                    : tail ? vc_expcast_tail_biased_bracket(a, (float)s, (float)m_new)
+                           : vc_expcast_int_bracket_at(a, (float)s, (float)m_new, bracket_const);
     return tail ? vc_expcast_tail_code_biased(v) : vc_expcast_code_from_bracket(v);
 }
 
@@ -264,7 +259,8 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
         const int tail = c->cfg->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL;
         const float p_scale = tail ? VC_EXPCAST_TAIL_P_SCALE : VC_EXPCAST_P_SCALE;
         for (int64_t j = 0; j < nvalid; ++j) {
-            pq[j] = vc_e4m3_decode(expcast_score_code(tail ? EXPCAST_TAIL : EXPCAST_PLAIN, tt[j], cc[j], sd[j], m_new));
+            pq[j] = vc_e4m3_decode(expcast_score_code(tail, tail ? VC_EXPCAST_TAIL_BIASED_CONST : VC_EXPCAST_CONST,
+                                                      tt[j], cc[j], sd[j], m_new));
             lsum += R(c, exp2(R(c, tt[j] - m_new))) * p_scale;
         }
         break;
@@ -277,7 +273,7 @@ TILE_STEP double row_p(const sim_ctx *c, const double *tt, const double *cc, con
             const double u = R(c, tt[j] - m_new);
             lsum += R(c, exp2(u)) * VC_EXPCAST_P_SCALE;
             pq[j] = vc_split_key_is_exp(j) ? vc_e4m3_round((float)R(c, exp2(R(c, u + VC_SPLIT_EXP_LOG2_OFFSET))))
-                                           : vc_e4m3_decode(expcast_score_code(EXPCAST_SPLIT, tt[j], cc[j], sd[j], m_new));
+                                           : vc_e4m3_decode(expcast_score_code(0, VC_SPLIT_EXPCAST_CONST, tt[j], cc[j], sd[j], m_new));
         }
         break;
     case VCATTN_P_FORMAT_E4M3:

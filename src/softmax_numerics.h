@@ -57,16 +57,25 @@ VC_HD static inline uint8_t vc_expcast_code(float u) {
 #define VC_EXPCAST_INT_MAGIC_BITS 0x4B400000
 #define VC_EXPCAST_CONST 119.65f     /* 120 + beta */
 #define VC_EXPCAST_SAT_SCALE 0x1p-24f /* FP16's subnormal spacing */
-VC_HD static inline float vc_expcast_bias_pre(float a) { return fmaf(-a, VC_EXPCAST_INT_MAGIC, VC_EXPCAST_CONST); }
+/* The _at forms take the bracket's constant (the split's codes use their own,
+ * VC_SPLIT_EXPCAST_CONST); the plain names are ExpCast's 120 + beta. */
+VC_HD static inline float vc_expcast_bias_pre_at(float a, float bracket_const) {
+    return fmaf(-a, VC_EXPCAST_INT_MAGIC, bracket_const);
+}
+VC_HD static inline float vc_expcast_bias_pre(float a) { return vc_expcast_bias_pre_at(a, VC_EXPCAST_CONST); }
 VC_HD static inline float vc_expcast_bias(float pre, float m) { return fmaf(-8.0f, m, pre); }
+VC_HD static inline float vc_expcast_int_bracket_at(float a, float s, float m, float bracket_const) {
+    return fmaf(a, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias(vc_expcast_bias_pre_at(a, bracket_const), m));
+}
 VC_HD static inline float vc_expcast_int_bracket(float a, float s, float m) {
-    return fmaf(a, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias(vc_expcast_bias_pre(a), m));
+    return vc_expcast_int_bracket_at(a, s, m, VC_EXPCAST_CONST);
 }
 /* The same two bias terms times 2^-24, for the kernel's saturating fma
  * (a_s = a 2^-24): each is 2^-24 times vc_expcast_bias_pre / vc_expcast_bias. */
-VC_HD static inline float vc_expcast_sat_bias_pre(float a_s) {
-    return fmaf(-a_s, VC_EXPCAST_INT_MAGIC, VC_EXPCAST_CONST * VC_EXPCAST_SAT_SCALE);
+VC_HD static inline float vc_expcast_sat_bias_pre_at(float a_s, float bracket_const) {
+    return fmaf(-a_s, VC_EXPCAST_INT_MAGIC, bracket_const * VC_EXPCAST_SAT_SCALE);
 }
+VC_HD static inline float vc_expcast_sat_bias_pre(float a_s) { return vc_expcast_sat_bias_pre_at(a_s, VC_EXPCAST_CONST); }
 VC_HD static inline float vc_expcast_sat_bias(float pre_s, float m) {
     return fmaf(-8.0f * VC_EXPCAST_SAT_SCALE, m, pre_s);
 }
@@ -311,17 +320,10 @@ VC_HD static inline int vc_split_key_is_exp(int64_t key_in_block) {
 }
 #define VC_SPLIT_EXPCAST_CONST 119.547f   /* 120 + beta, beta = -0.35 - 8 log2(1.00896) */
 #define VC_SPLIT_EXP_LOG2_OFFSET 8.001472f /* 8 - log2(0.99898) */
-/* The split's ExpCast codes: ExpCast's bracket and kernel forms with
- * VC_SPLIT_EXPCAST_CONST in place of VC_EXPCAST_CONST (the same RNE, clamp and
- * saturating evaluation; codes never pass 120, the bracket's top is 119.547). */
-VC_HD static inline float vc_split_sat_bias_pre(float a_s) {
-    return fmaf(-a_s, VC_EXPCAST_INT_MAGIC, VC_SPLIT_EXPCAST_CONST * VC_EXPCAST_SAT_SCALE);
-}
-VC_HD static inline float vc_split_int_bracket(float a, float s, float m) {
-    return fmaf(a, VC_EXPCAST_INT_MAGIC + s, vc_expcast_bias(fmaf(-a, VC_EXPCAST_INT_MAGIC, VC_SPLIT_EXPCAST_CONST), m));
-}
-/* u in log2 units (u <= 0 relative to the scale), for the facts and tests */
-VC_HD static inline uint8_t vc_split_expcast_code(float u) {
+/* The split's ExpCast codes are ExpCast's bracket and kernel forms (the _at
+ * forms above) with VC_SPLIT_EXPCAST_CONST: the same RNE, clamp and saturating
+ * evaluation; codes never pass 120, the bracket's top is 119.547. */
+VC_HD static inline uint8_t vc_split_expcast_code(float u) { /* u <= 0 relative to the scale */
     return vc_expcast_code_from_bracket(fmaf(8.0f, u, VC_SPLIT_EXPCAST_CONST));
 }
 

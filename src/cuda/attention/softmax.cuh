@@ -74,8 +74,8 @@ __device__ __forceinline__ void vc_att_exp_p4(const int32_t (&S)[64], const int 
 
 /* ExpCast's saturating bracket of one score (plain, block-max and the split's
  * ExpCast keys): w = sat(2^-24 bracket), ONE FFMA.SAT whose saturation is the
- * clamp at code 0 (vc_expcast_code_from_bracket of vc_expcast_int_bracket, or
- * the split's vc_split_int_bracket, softmax_numerics.h); 0 (code 0) past nvalid
+ * clamp at code 0 (vc_expcast_code_from_bracket of vc_expcast_int_bracket_at with
+ * ExpCast's or the split's constant, softmax_numerics.h); 0 (code 0) past nvalid
  * with TAIL.  The FP32 -> FP16x2 conversion of two of them is the RNE of their
  * brackets (FP16 subnormals are spaced 2^-24), the low byte of each half the
  * code.  DIRECT: the bracket from the FP32 score (vc_expcast_bracket_direct);
@@ -128,7 +128,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
     constexpr bool kSat = VC_MODE_IS_EXPCAST(MODE) && MODE != VC_MODE_EXPCAST_TAIL;
     const float a_s = kSat ? c8 * VC_EXPCAST_SAT_SCALE : c8; /* exact */
     const float bpre = MODE == VC_MODE_EXPCAST_TAIL    ? vc_expcast_tail_bias_pre(c8)
-                       : MODE == VC_MODE_SPLIT_BLOCKMAX ? vc_split_sat_bias_pre(a_s) /* the split's constant */
+                       : MODE == VC_MODE_SPLIT_BLOCKMAX ? vc_expcast_sat_bias_pre_at(a_s, VC_SPLIT_EXPCAST_CONST)
                                                         : vc_expcast_sat_bias_pre(a_s);
     const bool direct = DIRECT && c8 > VC_EXPCAST_MAGIC_MAX_A;
 #pragma unroll
