@@ -373,6 +373,14 @@ typedef struct vcattn_workload_params {
     float head_scale_max;        /*   both 0 = every head 1 */
     float v_frame_token_scale;   /* first token of each frame: V += this x a per-head N(0,1)
                                     vector (massive tokens); 0 = off */
+    /* Sink heads (docs/workload.md, "Sink heads"): a dozen or so tokens of massive V (the
+     * first of every frame and sink_extra_tokens more) that take most of the softmax
+     * mass in every sink_head_every-th head.  All zero = off. */
+    int sink_head_every;         /* head h is a sink head when h % every == every / 2; 0 = off */
+    int sink_extra_tokens;       /* sink tokens besides the first of every frame (0..64) */
+    float sink_logit;            /* the sink keys' score above the others, in nats (0..50) */
+    float sink_v_scale;          /* a sink token's V norm, up to this many typical V norms
+                                    (uniform in [0.4, 1] x this; 0..1e3) */
 } vcattn_workload_params;
 
 /* Defaults: 1 x 2 heads x (8 x 32 x 32 = 8192 tokens) x 128. */
@@ -381,7 +389,8 @@ void vcattn_workload_params_init(vcattn_workload_params *p);
 /* Named presets (defaults, then the preset's fields): "video-long-wan720p"
  * (21 x 45 x 80 = 75,600 tokens, 4 heads), "video-long-hunyuan720p"
  * (33 x 45 x 80 = 118,800 tokens, 4 heads), "video-9600" (4 x 48 x 50 =
- * 9,600 tokens, 8 heads); D = 128, seed 1.  Unknown name: INVALID_ARGUMENT
+ * 9,600 tokens, 8 heads), and "video-9600-sinks" / "video-long-wan720p-sinks"
+ * (the same grids with sink heads 2 and 6 / head 2); D = 128, seed 1.  Unknown name: INVALID_ARGUMENT
  * (p untouched).  vcattn_workload_preset_name(i) lists them (NULL past the end). */
 vcattn_status vcattn_workload_preset(const char *name, vcattn_workload_params *p);
 const char *vcattn_workload_preset_name(int index);

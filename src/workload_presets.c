@@ -11,23 +11,32 @@
 #define WL_PRESET_HEAD_SCALE_MIN 0.5f    /* per-head logit temperature, log-uniform over */
 #define WL_PRESET_HEAD_SCALE_MAX 2.0f    /*   a factor 4 centred on the built-in's 1 */
 #define WL_PRESET_FRAME_TOKEN_SCALE 20.0f /* first-of-frame V, like v_outlier_scale but dense */
+/* Sink presets (chosen before any method was run on them; docs/workload.md, "Sink heads") */
+#define WL_SINK_HEAD_EVERY 4      /* heads 2, 6, ... are sink heads */
+#define WL_SINK_EXTRA_TOKENS 8    /* sinks besides the first token of every frame */
+#define WL_SINK_LOGIT 9.0f        /* nats: ln(9600 / 12) + 2.3 - most of a row's mass */
+#define WL_SINK_V_SCALE 15.0f     /* sink V norms 6-15x the typical */
 
 typedef struct {
     const char *name;
     int64_t heads, frames, height, width;
     float rope_theta;
     int rope_dims[3];
+    int sinks; /* sink heads and sink tokens instead of the frame-token V */
 } wl_preset;
 
 /* Grids: latent frames = (frames - 1) / 4 + 1 (causal 4x temporal VAE),
  * spatial = pixels / 8 (VAE) / 2 (1x2x2 patchify). */
 static const wl_preset wl_presets[] = {
     /* Wan2.1/2.2 720p: 81 frames x 720 x 1280 -> 21 x 45 x 80; RoPE 44/42/42, theta 1e4 */
-    {"video-long-wan720p", 4, 21, 45, 80, 10000.0f, {44, 42, 42}},
+    {"video-long-wan720p", 4, 21, 45, 80, 10000.0f, {44, 42, 42}, 0},
     /* HunyuanVideo 720p: 129 frames x 720 x 1280 -> 33 x 45 x 80; RoPE 16/56/56, theta 256 */
-    {"video-long-hunyuan720p", 4, 33, 45, 80, 256.0f, {16, 56, 56}},
+    {"video-long-hunyuan720p", 4, 33, 45, 80, 256.0f, {16, 56, 56}, 0},
     /* a short clip: 13 frames x 768 x 800 through Wan's VAE/patchify -> 4 x 48 x 50 */
-    {"video-9600", 8, 4, 48, 50, 10000.0f, {44, 42, 42}},
+    {"video-9600", 8, 4, 48, 50, 10000.0f, {44, 42, 42}, 0},
+    /* the same grids with sink heads */
+    {"video-9600-sinks", 8, 4, 48, 50, 10000.0f, {44, 42, 42}, 1},
+    {"video-long-wan720p-sinks", 4, 21, 45, 80, 10000.0f, {44, 42, 42}, 1},
 };
 
 const char *vcattn_workload_preset_name(int index) {
@@ -54,5 +63,12 @@ vcattn_status vcattn_workload_preset(const char *name, vcattn_workload_params *p
     p->head_scale_min = WL_PRESET_HEAD_SCALE_MIN;
     p->head_scale_max = WL_PRESET_HEAD_SCALE_MAX;
     p->v_frame_token_scale = WL_PRESET_FRAME_TOKEN_SCALE;
+    if (w->sinks) {
+        p->v_frame_token_scale = 0.0f; /* the frame tokens are sinks here */
+        p->sink_head_every = WL_SINK_HEAD_EVERY;
+        p->sink_extra_tokens = WL_SINK_EXTRA_TOKENS;
+        p->sink_logit = WL_SINK_LOGIT;
+        p->sink_v_scale = WL_SINK_V_SCALE;
+    }
     return VCATTN_STATUS_SUCCESS;
 }

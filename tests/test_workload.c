@@ -598,12 +598,14 @@ TEST(workload_presets) {
         {"video-long-wan720p", 21, 45, 80, 4, 75600, 10000.0f, 44},
         {"video-long-hunyuan720p", 33, 45, 80, 4, 118800, 256.0f, 16},
         {"video-9600", 4, 48, 50, 8, 9600, 10000.0f, 44},
+        {"video-9600-sinks", 4, 48, 50, 8, 9600, 10000.0f, 44},
+        {"video-long-wan720p-sinks", 21, 45, 80, 4, 75600, 10000.0f, 44},
     };
     int count = 0;
     while (vcattn_workload_preset_name(count)) ++count;
-    CHECK_EQ_INT(count, 3);
+    CHECK_EQ_INT(count, 5);
     CHECK(vcattn_workload_preset_name(-1) == NULL);
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 5; ++i) {
         memset(&p, 0x5A, sizeof p);
         CHECK_STATUS(vcattn_workload_preset(want[i].name, &p), VCATTN_STATUS_SUCCESS);
         CHECK(!strcmp(vcattn_workload_preset_name(i), want[i].name));
@@ -618,7 +620,11 @@ TEST(workload_presets) {
         CHECK_EQ_INT(p.rope_dims[0], want[i].dt);
         CHECK_EQ_INT(p.rope_dims[0] + p.rope_dims[1] + p.rope_dims[2], 128);
         CHECK(p.head_scale_min > 0.0f && p.head_scale_min < p.head_scale_max);
-        CHECK(p.v_frame_token_scale > 0.0f && p.q_channel_offset > 0.0f);
+        const int sinks = strstr(want[i].name, "-sinks") != NULL;
+        CHECK(p.q_channel_offset > 0.0f);
+        /* the sink presets put sink tokens where the others put frame tokens */
+        CHECK(sinks ? p.v_frame_token_scale == 0.0f && p.sink_head_every == 4 && p.sink_logit > 0.0f
+                    : p.v_frame_token_scale > 0.0f && p.sink_head_every == 0 && p.sink_v_scale == 0.0f);
         /* the built-in fields stay the defaults */
         CHECK_NEAR(p.k_channel_offset, 2.0, 1e-6);
         CHECK_NEAR(p.v_outlier_fraction, 0.005, 1e-9);
@@ -852,6 +858,79 @@ TEST(workload_frame_tokens) {
     wl_release(&without);
 }
 
+/* Sink heads: in the sink heads (h % 4 == 2) the sink tokens (the first of every
+ * frame, the largest V norms) take most of each row's softmax mass, elsewhere next
+ * to none; their V norms are 6-15x the typical (bounds with rounding slack). */
+TEST(workload_sink_heads) {
+    vcattn_workload_params p;
+    wl_long_small(&p, test_seed());
+    p.heads = 4;
+    p.frames = 4;
+    p.height = 16;
+    p.width = 16;
+    p.v_frame_token_scale = 0.0f;
+    p.v_outlier_fraction = 0.0f;
+    p.sink_head_every = 4;
+    p.sink_extra_tokens = 4;
+    p.sink_logit = 9.0f;
+    p.sink_v_scale = 15.0f;
+    wl_bufs w;
+    if (!wl_make(&p, &w)) return;
+    const int64_t D = p.head_dim, S = w.seq, HW = p.height * p.width;
+    const int64_t nsink = p.frames + p.sink_extra_tokens;
+    for (int64_t h = 0; h < p.heads; ++h) {
+        const float *q = w.q + h * S * D, *k = w.k + h * S * D, *v = w.v + h * S * D;
+        double *nv = (double *)malloc(sizeof(double) * (size_t)S), *sc = (double *)malloc(sizeof(double) * (size_t)S);
+        if (!nv || !sc) { free(nv); free(sc); CHECK_MSG(0, "out of memory in test"); break; }
+        for (int64_t s = 0; s < S; ++s) {
+            double n2 = 0.0;
+            for (int64_t d = 0; d < D; ++d) n2 += (double)v[s * D + d] * v[s * D + d];
+            nv[s] = sqrt(n2);
+        }
+        /* the sinks = the nsink largest V norms (sparse outliers are off here) */
+        double thresh = INFINITY;
+        for (int64_t j = 0; j < nsink; ++j) {
+            double next = -1.0;
+            for (int64_t s = 0; s < S; ++s)
+                if (nv[s] < thresh && nv[s] > next) next = nv[s];
+            thresh = next;
+        }
+        thresh *= 0.999; /* nv >= thresh: the nsink largest */
+        double rest = 0.0;
+        for (int64_t s = 0; s < S; ++s)
+            if (nv[s] < thresh) rest += nv[s] * nv[s];
+        const double rms = sqrt(rest / (double)(S - nsink));
+        for (int64_t t = 0; t < p.frames; ++t)
+            CHECK_MSG(nv[t * HW] >= thresh && nv[t * HW] > 4.5 * rms && nv[t * HW] < 16.5 * rms,
+                      "frame %lld's sink: V norm %g x", (long long)t, nv[t * HW] / rms);
+        double mass = 0.0;
+        const int rows = 16;
+        for (int r = 0; r < rows; ++r) {
+            const int64_t i = (int64_t)(2 * r + 1) * S / (2 * rows) + 3; /* not a frame start */
+            double mx = -INFINITY, sum = 0.0, sink = 0.0;
+            for (int64_t s = 0; s < S; ++s) {
+                double a = 0.0;
+                for (int64_t d = 0; d < D; ++d) a += (double)q[i * D + d] * k[s * D + d];
+                sc[s] = a / sqrt((double)D);
+                mx = fmax(mx, sc[s]);
+            }
+            for (int64_t s = 0; s < S; ++s) {
+                double e = exp(sc[s] - mx);
+                sum += e;
+                if (nv[s] >= thresh) sink += e;
+            }
+            mass += sink / sum / rows;
+        }
+        if (h % 4 == 2)
+            CHECK_MSG(mass > 0.5, "sink head %lld: sink mass %g", (long long)h, mass);
+        else
+            CHECK_MSG(mass < 0.05, "head %lld: sink mass %g", (long long)h, mass);
+        free(nv);
+        free(sc);
+    }
+    wl_release(&w);
+}
+
 TEST(workload_rejects_bad_extensions) {
     vcattn_workload_params ok, p;
     wl_long_small(&ok, test_seed());
@@ -878,6 +957,12 @@ TEST(workload_rejects_bad_extensions) {
     WL_BAD(p.head_scale_min = 1e-5f);
     WL_BAD(p.v_frame_token_scale = -1.0f);
     WL_BAD(p.v_frame_token_scale = NAN);
+    WL_BAD(p.sink_head_every = -1);
+    WL_BAD(p.sink_extra_tokens = 65);
+    WL_BAD(p.sink_logit = -1.0f);
+    WL_BAD(p.sink_logit = NAN);
+    WL_BAD(p.sink_v_scale = 1e4f);
+    WL_BAD((p.sink_head_every = 2, p.sink_extra_tokens = 64, p.frames = 1, p.height = 2, p.width = 2));
 #undef WL_BAD
     /* nothing written on failure */
     for (int i = 0; i < 64; ++i) q[i] = 7.0f;
