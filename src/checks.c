@@ -5,6 +5,9 @@
 
 #include "internal.h"
 vcattn_status vc_check_strides(int64_t b, int64_t h, int64_t s, int64_t d, const int64_t stride[3]) {
+    /* an empty view is a shape error, whatever its strides (a zero-size
+     * array has strides of 0, and "fix the strides" would not help) */
+    if (b <= 0 || h <= 0 || s <= 0 || d <= 0) return VCATTN_STATUS_BAD_SHAPE;
     if (!stride) return VCATTN_STATUS_NULL_POINTER;
     int64_t dims[3] = {b, h, s};
     int64_t max_off = d - 1;

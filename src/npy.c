@@ -13,6 +13,7 @@
  * Only standard C I/O is used.  Data is decoded as little-endian whatever the
  * host's byte order.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -502,8 +503,36 @@ vcattn_status vcattn_npy_load_ex(const char *path, float **data, int64_t shape[4
     if (!path || !data || !shape)
         return npy_fail(error, VCATTN_NPY_NULL_ARGUMENT, "vcattn_npy_load: %s is NULL",
                         !path ? "path" : !data ? "data" : "shape");
+    errno = 0;
     FILE *f = fopen(path, "rb");
-    if (!f) return npy_fail(error, VCATTN_NPY_OPEN_FAILED, "%s: cannot open the file (missing or unreadable?)", path);
+    if (!f) {
+        /* name the cause: the usual ones are a wrong path and a missing permission */
+        int err = errno;
+        if (err == ENOENT)
+            return npy_fail(error, VCATTN_NPY_OPEN_FAILED,
+                            "%s: no such file (missing: check the path and the working directory)", path);
+        if (err == EACCES)
+            return npy_fail(error, VCATTN_NPY_OPEN_FAILED, "%s: permission denied (make the file readable)", path);
+        if (err == EISDIR || err == ENOTDIR)
+            return npy_fail(error, VCATTN_NPY_OPEN_FAILED, "%s: %s", path,
+                            err == EISDIR ? "is a directory, not a .npy file: give the path of the file inside it"
+                                          : "a part of the path is not a directory");
+        return npy_fail(error, VCATTN_NPY_OPEN_FAILED, "%s: cannot open the file (errno %d)", path, err);
+    }
+    /* A directory opens for reading on Linux and fails only at the first read
+     * (EISDIR): say so instead of "read error in the preamble". */
+    errno = 0;
+    int c = fgetc(f);
+    if (c == EOF && ferror(f) && errno == EISDIR) {
+        fclose(f);
+        return npy_fail(error, VCATTN_NPY_OPEN_FAILED,
+                        "%s: is a directory, not a .npy file: give the path of the file inside it", path);
+    }
+    if (c != EOF && ungetc(c, f) == EOF) {
+        fclose(f);
+        return npy_fail(error, VCATTN_NPY_READ_FAILED, "%s: read error at the first byte", path);
+    }
+    clearerr(f);
     vcattn_status st = vc_npy_load_stream(f, path, data, shape, error, NULL);
     fclose(f);
     return st;

@@ -7,11 +7,20 @@
 
 #include "internal.h"
 
+/* The most threads a call takes (num_threads above it is INVALID_ARGUMENT
+ * before anything is allocated: each worker has its own scratch, and
+ * num_threads = 100000 used to end in OUT_OF_MEMORY).  tools/cli_parse.h's
+ * VC_EVAL_MAX_THREADS is the same number. */
+#define VC_MAX_THREADS 1024
+
 vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p) {
     if (!p) return VCATTN_STATUS_NULL_POINTER;
-    if (!p->q || !p->k || !p->v || !p->o) return VCATTN_STATUS_NULL_POINTER;
+    /* a size of 0 first: an empty tensor's data pointer may well be NULL (torch)
+     * and its strides 0, and neither is the cause */
     if (p->batch <= 0 || p->heads <= 0 || p->seq_q <= 0 || p->seq_kv <= 0 || p->head_dim <= 0)
         return VCATTN_STATUS_BAD_SHAPE;
+    if (!p->q || !p->k || !p->v || !p->o) return VCATTN_STATUS_NULL_POINTER;
+    if (p->num_threads < 0 || p->num_threads > VC_MAX_THREADS) return VCATTN_STATUS_INVALID_ARGUMENT;
     if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
     if (p->seq_kv > INT32_MAX || p->seq_q > INT32_MAX) return VCATTN_STATUS_SIZE_OVERFLOW;
     int64_t n;
@@ -26,7 +35,6 @@ vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p)
         if (st) return st;
     }
     if (!(p->softmax_scale <= 0.0 || isfinite(p->softmax_scale))) return VCATTN_STATUS_INVALID_ARGUMENT;
-    if (p->num_threads < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
     return VCATTN_STATUS_SUCCESS;
 }
 

@@ -198,5 +198,66 @@ done
 expect_err 2 "--heads past the workload" "input has 2 heads" "$cli" eval --json --quiet --workload-heads 2 --heads 0,2 --frames 1 --height 8 --width 16
 expect_err 2 "--query-rows 0 refused" "query-rows" "$cli" eval --json --quiet --query-rows 0
 
+# ---- errors that name the cause and the fix (issue 29) ----
+# every numeric option's error names its valid range
+range_case() { # range_case <name> <range text> cmd...
+    local name=$1 pat=$2; shift 2
+    expect_err 2 "$name" "$pat" "$@"
+}
+range_case "--clusters 0: range" "--clusters wants a k-means cluster count in \[1, 65536\], got '0'" "$cli" eval --quiet --clusters 0
+range_case "--clusters x: range" "in \[1, 65536\]" "$cli" eval --quiet --clusters x
+range_case "--iterations 0: range" "--iterations wants .* in \[1, 1000\], got '0'" "$cli" eval --quiet --iterations 0
+range_case "--tv-stride 0: range" "--tv-stride wants .* in \[1, 1073741824\]" "$cli" eval --quiet --tv-stride 0
+range_case "--threads 100000: range" "--threads wants .* in \[0, 1024\], got '100000'" "$cli" eval --quiet --threads 100000
+range_case "--threads -1: range" "in \[0, 1024\]" "$cli" eval --quiet --threads -1
+range_case "--seed -1: range" "--seed wants an integer >= 0, got '-1'" "$cli" eval --quiet --seed -1
+range_case "--scale 0: range" "--scale wants a finite number > 0" "$cli" eval --quiet --scale 0
+range_case "--scale empty: range" "--scale wants a finite number > 0" "$cli" eval --quiet --scale ""
+range_case "--head-dim x: values" "--head-dim wants 64 or 128" "$cli" eval --quiet --head-dim x
+range_case "--workload-heads 0: range" "--workload-heads wants an integer in \[1, 2147483647\]" "$cli" eval --quiet --workload-heads 0
+range_case "--frames 0: range" "--frames wants an integer in \[1, 2147483647\]" "$cli" eval --quiet --frames 0
+range_case "--height x: range" "--height wants an integer in \[1, 2147483647\]" "$cli" eval --quiet --height x
+range_case "--width 0: range" "--width wants an integer in \[1, 2147483647\]" "$cli" eval --quiet --width 0
+range_case "--query-rows x: range" "--query-rows wants a row count in \[1, 2147483647\]" "$cli" eval --quiet --query-rows x
+range_case "--grid 0,8,8: range" "in \[1, 1048576\]" "$cli" eval --quiet --grid 0,8,8
+range_case "--cube 0,8,8: range" "in \[1, 1048576\]" "$cli" eval --quiet --cube 0,8,8
+range_case "--heads -2: range" "in \[0, 1048576\]" "$cli" eval --quiet --heads -2
+range_case "numerics --samples 3: range" "--samples wants .* in \[16, 100000000\], got '3'" "$cli" numerics --samples 3
+range_case "workload --heads 0: range" "--heads wants an integer in \[1, 4096\]" "$cli" workload --preset video-9600 --heads 0 --out "$tmp/wl"
+range_case "workload --frames 0: range" "--frames wants an integer in \[1, 100000\]" "$cli" workload --preset video-9600 --frames 0 --out "$tmp/wl"
+range_case "workload --stats-rows 0: range" "--stats-rows wants an integer in \[1, 1000000\]" "$cli" workload --preset video-9600 --stats-rows 0 --no-write
+range_case "workload --seed x: range" "--seed wants an integer >= 0" "$cli" workload --preset video-9600 --seed x --out "$tmp/wl"
+# a stray word is an unexpected argument (not "an option without its value"), with the way to --help
+expect_err 2 "eval extra-word: unexpected argument" "unexpected argument 'extra-word'" "$cli" eval extra-word
+grep -q "needs a value" "$tmp/err" && bad "eval extra-word: no 'needs a value'" || ok "eval extra-word: no 'needs a value'"
+grep -q "vcattn eval --help" "$tmp/err" && ok "eval extra-word: points at --help" || bad "eval extra-word: points at --help"
+expect_err 2 "eval --quiet extra-word: unexpected argument" "unexpected argument 'extra-word'" "$cli" eval --quiet extra-word
+expect_err 2 "eval --frobnicate: unknown option" "unknown option '--frobnicate'" "$cli" eval --frobnicate
+expect_err 2 "eval --clusters at the end: needs a value" "option '--clusters' needs a value" "$cli" eval --quiet --clusters
+expect_err 2 "numerics extra-word: unexpected argument" "unexpected argument 'extra-word'" "$cli" numerics extra-word
+expect_err 2 "numerics --samples at the end: needs a value" "option '--samples' needs a value" "$cli" numerics --samples
+expect_err 2 "workload extra-word: unexpected argument" "unexpected argument 'extra-word'" "$cli" workload --preset video-9600 extra-word
+expect_err 2 "workload --out at the end: needs a value" "option '--out' needs a value" "$cli" workload --preset video-9600 --out
+expect_err 2 "workload --frobnicate: unknown option" "unknown option '--frobnicate'" "$cli" workload --frobnicate
+# a directory or a missing file as a .npy path: said so, not "read error in the preamble"
+mkdir -p "$tmp/adir.npy"
+expect_err 1 "a directory as --npy" "adir.npy: is a directory" "$cli" eval --quiet --npy "$tmp/adir.npy" "$tmp/adir.npy" "$tmp/adir.npy"
+grep -q "preamble" "$tmp/err" && bad "a directory as --npy: no 'preamble'" || ok "a directory as --npy: no 'preamble'"
+expect_err 1 "a missing --npy file" "none.npy: no such file (missing" "$cli" eval --quiet --npy "$tmp/none.npy" "$tmp/none.npy" "$tmp/none.npy"
+# NaN / Inf in a captured tensor: the tensor (Q, K or V), its file and the element are named
+if python3 -c "import numpy" 2>/dev/null; then
+    python3 - "$tmp" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(29)
+x = rng.standard_normal((1, 2, 128, 64)).astype(np.float32)
+np.save(f"{d}/fin.npy", x)
+kn = x.copy(); kn[0, 1, 17, 3] = np.nan; np.save(f"{d}/knan.npy", kn)
+vi = x.copy(); vi[0, 0, 5, 0] = -np.inf; np.save(f"{d}/vinf.npy", vi.astype(np.float16))
+PY
+    expect_err 1 "NaN in K named" "K (.*knan.npy) has NaN at element (0, 1, 17, 3)" "$cli" eval --quiet --npy "$tmp/fin.npy" "$tmp/knan.npy" "$tmp/fin.npy"
+    expect_err 1 "-Inf in V named" "V (.*vinf.npy) has -Inf at element (0, 0, 5, 0)" "$cli" eval --quiet --npy "$tmp/fin.npy" "$tmp/fin.npy" "$tmp/vinf.npy"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -18,6 +18,18 @@ int vc_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     return 1;
 }
 
+int vc_cli_int_option(const char *command, const char *name, const char *what, const char *val, int64_t lo,
+                      int64_t hi, int64_t *out) {
+    if (vc_cli_parse_i64(val, lo, hi, out)) return 0;
+    if (hi == INT64_MAX)
+        fprintf(stderr, "vcattn: %s wants %s >= %lld, got '%s'\n", name, what, (long long)lo, val ? val : "");
+    else
+        fprintf(stderr, "vcattn: %s wants %s in [%lld, %lld], got '%s'\n", name, what, (long long)lo,
+                (long long)hi, val ? val : "");
+    fprintf(stderr, "(see 'vcattn %s --help')\n", command);
+    return VC_EXIT_USAGE;
+}
+
 int vc_cli_fail(const char *what, vcattn_status st) {
     fprintf(stderr, "vcattn: %s: %s\n", what, vcattn_status_string(st));
     return 1;

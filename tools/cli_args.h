@@ -12,6 +12,12 @@
 /* Strict integer parse: the whole string, no overflow, in [lo, hi]; 1 on success. */
 int vc_cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
+/* An integer option: `val` parsed strictly into [lo, hi]; on failure prints
+ * "vcattn: <name> wants <what> in [lo, hi], got '<val>'" and the --help pointer
+ * on stderr (the range says what is valid; INT64_MAX as hi prints ">= lo").
+ * Returns 0 on success, VC_EXIT_USAGE on failure. */
+int vc_cli_int_option(const char *command, const char *name, const char *what, const char *val, int64_t lo,
+                      int64_t hi, int64_t *out);
 /* "vcattn: <what>: <status string>" on stderr; returns 1. */
 int vc_cli_fail(const char *what, vcattn_status st);
 /* "vcattn: <fmt with arg>" and "(see 'vcattn <command> --help')" on stderr; returns VC_EXIT_USAGE. */

@@ -16,6 +16,8 @@
 
 /* Largest sequence the library takes (vcattn_attention_params_validate). */
 #define VC_EVAL_MAX_SEQ INT32_MAX
+/* Largest --threads (the library's limit on num_threads, src/params.c). */
+#define VC_EVAL_MAX_THREADS 1024
 /* Largest --heads list. */
 #define VC_EVAL_MAX_SELECTED_HEADS 4096
 

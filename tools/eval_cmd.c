@@ -47,6 +47,14 @@ static int64_t mul_or_neg(int64_t a, int64_t b) {
     return a * b;
 }
 
+/* Index of the first NaN/Inf of a contiguous (B, H, S, D) tensor, or -1. */
+static int64_t first_non_finite(const float *x, const int64_t shape[4]) {
+    int64_t n = shape[0] * shape[1] * shape[2] * shape[3]; /* the loader checked the count */
+    for (int64_t i = 0; i < n; ++i)
+        if (!isfinite(x[i])) return i;
+    return -1;
+}
+
 static int load_inputs(eval_options *o, tensors *t) {
     memset(t, 0, sizeof *t);
     if (o->npy[0]) {
@@ -68,6 +76,22 @@ static int load_inputs(eval_options *o, tensors *t) {
                     (long long)shapes[0][0], (long long)shapes[0][1], (long long)shapes[0][2], (long long)shapes[0][3],
                     (long long)shapes[1][0], (long long)shapes[1][1], (long long)shapes[1][2], (long long)shapes[1][3],
                     (long long)shapes[2][0], (long long)shapes[2][1], (long long)shapes[2][2], (long long)shapes[2][3]);
+            return 1;
+        }
+        /* the library answers NON_FINITE without saying where: name the tensor and the element */
+        static const char *const names[3] = {"Q", "K", "V"};
+        for (int i = 0; i < 3; ++i) {
+            int64_t at = first_non_finite(*dst[i], shapes[i]);
+            if (at < 0) continue;
+            const int64_t *sh = shapes[i];
+            int64_t d = at % sh[3], s = at / sh[3] % sh[2], h = at / sh[3] / sh[2] % sh[1],
+                    b = at / sh[3] / sh[2] / sh[1];
+            float x = (*dst[i])[at];
+            fprintf(stderr, "vcattn: %s (%s) has %s at element (%lld, %lld, %lld, %lld) of (%lld, %lld, %lld, %lld); "
+                    "attention needs finite Q, K and V: find where the capture went non-finite, or replace the "
+                    "values (e.g. np.nan_to_num)\n", names[i], o->npy[i], isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf",
+                    (long long)b, (long long)h, (long long)s, (long long)d, (long long)sh[0], (long long)sh[1],
+                    (long long)sh[2], (long long)sh[3]);
             return 1;
         }
         t->B = shapes[0][0];

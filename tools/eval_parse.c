@@ -43,15 +43,16 @@ static const char *k_eval_usage =
     "                            vsmooth-expcast-blockmax-8bit,\n"
     "                            vsmooth-blockmax-8bit,\n"
     "                            vsmooth-split-blockmax-8bit (default: all)\n"
-    "  --clusters K              k-means clusters for V-Smooth (default 64)\n"
-    "  --iterations N            k-means iterations (default 8)\n"
+    "  --clusters K              k-means clusters for V-Smooth, 1..65536 (default 64)\n"
+    "  --iterations N            k-means iterations, 1..1000 (default 8)\n"
     "  --cube T,H,W              cube size of the static 3-D order (default 2,8,8)\n"
-    "  --scale X                 softmax scale (default 1/sqrt(D))\n"
+    "  --scale X                 softmax scale, a finite number > 0 (default 1/sqrt(D))\n"
     "output:\n"
     "  --json                    one JSON object per method on stdout, with a \"heads\"\n"
     "                            array (schema: docs/eval-json.md); printed at the end\n"
-    "  --tv-stride N             mean_row_tv over every N-th evaluated row (default 16)\n"
-    "  --threads N               CPU threads (default: all cores)\n"
+    "  --tv-stride N             mean_row_tv over every N-th evaluated row, 1..2^30\n"
+    "                            (default 16)\n"
+    "  --threads N               CPU threads, 0..1024 (default 0: all cores)\n"
     "  --quiet                   no progress on stderr (progress: per head, with the\n"
     "                            elapsed time and an estimate of the time left)\n"
     "\n"
@@ -132,6 +133,17 @@ static int parse_triple(const char *s, int64_t out[3]) {
     return 1;
 }
 
+/* The options that take a value (the flags and --npy are handled before). */
+static int takes_value(const char *a) {
+    static const char *const k_names[] = {"--grid", "--cube", "--methods", "--heads", "--query-rows",
+                                          "--workload-heads", "--frames", "--height", "--width", "--head-dim",
+                                          "--seed", "--clusters", "--iterations", "--tv-stride", "--threads",
+                                          "--scale"};
+    for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; ++i)
+        if (!strcmp(a, k_names[i])) return 1;
+    return 0;
+}
+
 int vc_eval_parse(int argc, char **argv, eval_options *o) {
     memset(o, 0, sizeof *o);
     vcattn_workload_params_init(&o->wl);
@@ -146,6 +158,7 @@ int vc_eval_parse(int argc, char **argv, eval_options *o) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t n;
+        int rc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(k_eval_usage, stdout);
             return VC_PARSE_HELP;
@@ -166,37 +179,41 @@ int vc_eval_parse(int argc, char **argv, eval_options *o) {
                 return VC_EXIT_USAGE;
             }
             for (int k = 0; k < 3; ++k) o->npy[k] = argv[++i];
+        } else if (a[0] != '-') {
+            /* a word where an option belongs: not "an option without its value" */
+            return vc_cli_usage_error("eval", "unexpected argument '%s': vcattn eval takes only options "
+                                      "(captured tensors go after --npy)", a);
+        } else if (!takes_value(a)) {
+            return vc_cli_usage_error("eval", "unknown option '%s'", a);
         } else if (!val) {
-            return vc_cli_usage_error("eval", "option '%s' needs a value (or is unknown)", a);
+            return vc_cli_usage_error("eval", "option '%s' needs a value", a);
         } else if (!strcmp(a, "--grid")) {
             if (!parse_triple(val, o->grid))
-                return vc_cli_usage_error("eval", "--grid wants three positive integers T,H,W up to 1048576 "
+                return vc_cli_usage_error("eval", "--grid wants three positive integers T,H,W in [1, 1048576] "
                                    "(e.g. 21,45,80), got '%s'", val);
             o->have_grid = 1;
             ++i;
         } else if (!strcmp(a, "--cube")) {
             if (!parse_triple(val, o->cube))
-                return vc_cli_usage_error("eval", "--cube wants three positive integers T,H,W up to 1048576 "
+                return vc_cli_usage_error("eval", "--cube wants three positive integers T,H,W in [1, 1048576] "
                                    "(e.g. 2,8,8), got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--methods")) {
-            if (!parse_methods(val, o)) return vc_cli_usage_error("eval", "bad --methods list '%s'", val);
+            if (!parse_methods(val, o))
+                return vc_cli_usage_error("eval", "bad --methods list '%s': distinct names separated by ',' "
+                                          "(vcattn eval --help lists them)", val);
             ++i;
         } else if (!strcmp(a, "--heads")) {
             if (!parse_heads(val, o))
-                return vc_cli_usage_error("eval", "--heads wants distinct head indices >= 0, like 0,5,17 or 0-3,8, got '%s'", val);
+                return vc_cli_usage_error("eval", "--heads wants distinct head indices in [0, 1048576] (at most "
+                                          "4096 of them), like 0,5,17 or 0-3,8, got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--query-rows")) {
-            if (!vc_cli_parse_i64(val, 1, MAX_SEQ, &o->query_rows))
-                return vc_cli_usage_error("eval", "--query-rows wants a row count in [1, 2147483647], got '%s'", val);
+            if ((rc = vc_cli_int_option("eval", a, "a row count", val, 1, MAX_SEQ, &o->query_rows))) return rc;
             ++i;
         } else if (!strcmp(a, "--workload-heads") || !strcmp(a, "--frames") || !strcmp(a, "--height") ||
                    !strcmp(a, "--width")) {
-            if (!vc_cli_parse_i64(val, 1, MAX_SEQ, &n)) {
-                fprintf(stderr, "vcattn: %s wants an integer in [1, 2147483647], got '%s'\n"
-                        "(see 'vcattn eval --help')\n", a, val);
-                return VC_EXIT_USAGE;
-            }
+            if ((rc = vc_cli_int_option("eval", a, "an integer", val, 1, MAX_SEQ, &n))) return rc;
             if (!strcmp(a, "--workload-heads")) {
                 o->wl.heads = n;
                 o->workload_heads_set = 1;
@@ -205,33 +222,39 @@ int vc_eval_parse(int argc, char **argv, eval_options *o) {
             else o->wl.width = n;
             ++i;
         } else if (!strcmp(a, "--head-dim")) {
-            if (!vc_cli_parse_i64(val, 1, 1 << 20, &n)) return vc_cli_usage_error("eval", "bad --head-dim '%s' (64 or 128)", val);
+            /* any size parses; the library answers UNSUPPORTED_HEAD_DIM (exit 1) for other than 64, 128 */
+            if (!vc_cli_parse_i64(val, 1, 1 << 20, &n))
+                return vc_cli_usage_error("eval", "--head-dim wants 64 or 128, got '%s'", val);
             o->wl.head_dim = n;
             ++i;
         } else if (!strcmp(a, "--seed")) {
-            if (!vc_cli_parse_i64(val, 0, INT64_MAX, &n)) return vc_cli_usage_error("eval", "bad --seed '%s'", val);
+            if ((rc = vc_cli_int_option("eval", a, "an integer", val, 0, INT64_MAX, &n))) return rc;
             o->wl.seed = (uint64_t)n;
             o->km.seed = (uint64_t)n;
             ++i;
         } else if (!strcmp(a, "--clusters")) {
-            if (!vc_cli_parse_i64(val, 1, 1 << 16, &n)) return vc_cli_usage_error("eval", "bad --clusters '%s'", val);
+            if ((rc = vc_cli_int_option("eval", a, "a k-means cluster count", val, 1, 1 << 16, &n))) return rc;
             o->km.clusters = (int)n;
             ++i;
         } else if (!strcmp(a, "--iterations")) {
-            if (!vc_cli_parse_i64(val, 1, 1000, &n)) return vc_cli_usage_error("eval", "bad --iterations '%s'", val);
+            if ((rc = vc_cli_int_option("eval", a, "a k-means iteration count", val, 1, 1000, &n))) return rc;
             o->km.iterations = (int)n;
             ++i;
         } else if (!strcmp(a, "--tv-stride")) {
-            if (!vc_cli_parse_i64(val, 1, 1 << 30, &o->tv_stride)) return vc_cli_usage_error("eval", "bad --tv-stride '%s'", val);
+            if ((rc = vc_cli_int_option("eval", a, "a row stride", val, 1, 1 << 30, &o->tv_stride))) return rc;
             ++i;
         } else if (!strcmp(a, "--threads")) {
-            if (!vc_cli_parse_i64(val, 0, 1024, &n)) return vc_cli_usage_error("eval", "bad --threads '%s'", val);
+            if ((rc = vc_cli_int_option("eval", a, "a thread count (0: all cores)", val, 0, VC_EVAL_MAX_THREADS,
+                                        &n)))
+                return rc;
             o->threads = (int)n;
             ++i;
         } else if (!strcmp(a, "--scale")) {
             char *end;
             o->scale = strtod(val, &end);
-            if (*end || !(o->scale > 0.0) || !isfinite(o->scale)) return vc_cli_usage_error("eval", "bad --scale '%s'", val);
+            if (end == val || *end || !(o->scale > 0.0) || !isfinite(o->scale))
+                return vc_cli_usage_error("eval", "--scale wants a finite number > 0 (e.g. 0.0884 for "
+                                          "1/sqrt(128)), got '%s'", val);
             ++i;
         } else {
             return vc_cli_usage_error("eval", "unknown option '%s'", a);

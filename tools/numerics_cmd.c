@@ -37,9 +37,14 @@ int vc_numerics_parse(int argc, char **argv, vc_numerics_options *o) {
             return VC_PARSE_HELP;
         } else if (!strcmp(argv[i], "--json")) {
             o->json = 1;
-        } else if (!strcmp(argv[i], "--samples") && i + 1 < argc) {
-            if (!vc_cli_parse_i64(argv[++i], 16, 100000000, &o->samples))
-                return vc_cli_usage_error("numerics", "--samples wants an integer in [16, 1e8], got '%s'", argv[i]);
+        } else if (!strcmp(argv[i], "--samples")) {
+            if (i + 1 >= argc) return vc_cli_usage_error("numerics", "option '%s' needs a value", argv[i]);
+            int rc = vc_cli_int_option("numerics", "--samples", "a sample count per doubling", argv[++i], 16,
+                                       100000000, &o->samples);
+            if (rc) return rc;
+        } else if (argv[i][0] != '-') {
+            return vc_cli_usage_error("numerics", "unexpected argument '%s': vcattn numerics takes only options",
+                                      argv[i]);
         } else {
             fprintf(stderr, "vcattn numerics: unknown option '%s'\n%s", argv[i], k_numerics_usage);
             return VC_EXIT_USAGE;

@@ -260,7 +260,7 @@ int vc_workload_parse(int argc, char **argv, vc_workload_options *o) {
             if (!vc_cli_parse_i64(val, 1, 100000, &frames)) return wl_usage("--frames wants an integer in [1, 100000], got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--stats-rows") && val) {
-            if (!vc_cli_parse_i64(val, 1, 1000000, &o->stats_rows)) return wl_usage("--stats-rows wants an integer in [1, 1e6], got '%s'", val);
+            if (!vc_cli_parse_i64(val, 1, 1000000, &o->stats_rows)) return wl_usage("--stats-rows wants an integer in [1, 1000000], got '%s'", val);
             o->stats = 1;
             ++i;
         } else if (!strcmp(a, "--stats")) {
@@ -269,8 +269,13 @@ int vc_workload_parse(int argc, char **argv, vc_workload_options *o) {
             o->write = 0;
         } else if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
+        } else if (a[0] != '-') {
+            return wl_usage("unexpected argument '%s': vcattn workload takes only options", a);
+        } else if (!strcmp(a, "--preset") || !strcmp(a, "--out") || !strcmp(a, "--heads") || !strcmp(a, "--seed") ||
+                   !strcmp(a, "--frames") || !strcmp(a, "--stats-rows")) {
+            return wl_usage("option '%s' needs a value", a); /* a known option, last on the line */
         } else {
-            return wl_usage("unknown option or missing value: '%s'", a);
+            return wl_usage("unknown option '%s'", a);
         }
     }
     if (!o->preset) return wl_usage("%s", "--preset NAME is required");
