@@ -98,7 +98,7 @@ def test_bad_plan_and_step(rng):
     q, k, v = make_qkv(rng)
     with pytest.raises(ValueError, match="shape"):
         vcattn.attention(q, k, v, plan=np.zeros((1, 2, 7), np.int32))
-    with pytest.raises(vcattn.VcattnError, match="INVALID_ARGUMENT"):
+    with pytest.raises(ValueError, match="not a permutation"):
         vcattn.attention(q, k, v, plan=np.zeros((1, 2, 200), np.int32))  # not a permutation
     with pytest.raises(ValueError, match="step needs a plan"):
         vcattn.attention(q, k, v, step=3)
@@ -114,6 +114,148 @@ def test_bad_num_threads(rng):
     q, k, v = make_qkv(rng)
     with pytest.raises(ValueError, match="num_threads"):
         vcattn.attention(q, k, v, num_threads=-1)
+
+
+# ---- issue 29: errors that name the cause and the fix (fresh random, non-zero inputs) ---------
+
+def fresh(rng, **kw):
+    q, k, v = make_qkv(rng, **kw)
+    assert all(np.count_nonzero(x) == x.size for x in (q, k, v))
+    return q, k, v
+
+
+@pytest.mark.parametrize("case", ["S=0", "B=0", "H=0", "Skv=0", "NHD S=0"])
+def test_zero_size_input_names_the_empty_axis(rng, case):
+    # was: "q's last (head_dim) axis must be contiguous ... got strides (0, 0, 0, 0) - call .contiguous()",
+    # a fix that does not work (numpy gives every axis of an empty array stride 0)
+    q, k, v = fresh(rng, sq=96, skv=128)
+    layout = "HND"
+    if case == "S=0":
+        q, name, axis = q[:, :, :0], "q", "S (tokens) is 0"
+    elif case == "B=0":
+        q, k, v = q[:0], k[:0], v[:0]
+        name, axis = "q", "B (batch) is 0"
+    elif case == "H=0":
+        q, k, v = q[:, :0], k[:, :0], v[:, :0]
+        name, axis = "q", "H (heads) is 0"
+    elif case == "Skv=0":
+        k, v = k[:, :, :0], v[:, :, :0]
+        name, axis = "k", "S (tokens) is 0"
+    else:
+        q, k, v = (np.ascontiguousarray(x.transpose(0, 2, 1, 3)) for x in (q, k, v))
+        q, name, axis, layout = q[:, :0], "q", "S (tokens) is 0", "NHD"
+    for fn in (vcattn.attention, vcattn.reference_attention):
+        with pytest.raises(vcattn.VcattnError) as ei:
+            fn(q, k, v, tensor_layout=layout)
+        msg = str(ei.value)
+        assert ei.value.status_name == "BAD_SHAPE", msg
+        assert f"{name} has shape" in msg and axis in msg and "skip the call" in msg, msg
+        assert "stride" not in msg and "contiguous" not in msg, msg
+
+
+def test_invalid_permutation_plan_names_the_plan_the_bad_entry_and_the_fix(rng):
+    q, k, v = fresh(rng, sq=64, skv=160)
+    good = vcattn.kmeans_plan(v, clusters=8)[0]
+    vcattn.attention(q, k, v, plan=good)  # the fix works
+    dup = good.copy()
+    dup[0, 1, 7] = dup[0, 1, 9]            # token dup[0,1,9] twice, the old dup[0,1,7] never
+    missing = int(good[0, 1, 7])
+    with pytest.raises(ValueError) as ei:
+        vcattn.attention(q, k, v, plan=dup)
+    msg = str(ei.value)
+    assert "permutation plan" in msg and "not a permutation of 0..159" in msg, msg
+    assert f"row [0, 1] holds token {int(good[0, 1, 9])} 2 times and never token {missing}" in msg, msg
+    assert "vcattn.kmeans_plan" in msg and "vcattn.Plan" in msg, msg
+    big = good.copy()
+    big[0, 0, 5] = 160
+    with pytest.raises(ValueError, match=r"entry \[0, 0, 5\] is 160, outside 0..159.*kmeans_plan"):
+        vcattn.attention(q, k, v, plan=big)
+    neg = good.copy()
+    neg[0, 1, 0] = -3
+    with pytest.raises(ValueError, match=r"entry \[0, 1, 0\] is -3"):
+        vcattn.attention(q, k, v, plan=neg)
+    for bad, got in ((good[:, :, :100], r"int32 \(1, 2, 100\)"), (good[0], r"int32 \(2, 160\)"),
+                     (good.astype(np.float32), r"float32 \(1, 2, 160\)")):
+        with pytest.raises(ValueError) as ei:
+            vcattn.attention(q, k, v, plan=bad)
+        msg = str(ei.value)
+        assert "shape (B, H, Skv) = (1, 2, 160)" in msg and "kmeans_plan" in msg, msg
+        assert __import__("re").search(got, msg), msg
+    with pytest.raises(ValueError, match=r"vcattn.Plan: perm is not a permutation.*row \[0, 1\].*kmeans_plan"):
+        vcattn.Plan(perm=dup)
+
+
+def test_num_threads_out_of_range_names_the_range(rng, monkeypatch):
+    # was: OUT_OF_MEMORY from the library for num_threads=100000
+    q, k, v = fresh(rng)
+    for bad in (100000, 1025, -1, 2.0, True):
+        with pytest.raises(ValueError) as ei:
+            vcattn.attention(q, k, v, num_threads=bad)
+        assert "num_threads must be an int in 0..1024" in str(ei.value) and "0 = all cores" in str(ei.value)
+        with pytest.raises(ValueError, match=r"0\.\.1024"):
+            vcattn.reference_attention(q, k, v, num_threads=bad)
+    for make in (lambda: vcattn.PlanCache(num_threads=100000), lambda: vcattn.Plan(num_threads=100000),
+                 lambda: vcattn.kmeans_plan(v, num_threads=100000)):
+        with pytest.raises(ValueError, match=r"num_threads must be an int in 0\.\.1024"):
+            make()
+    monkeypatch.setenv("VCATTN_NUM_THREADS", "100000")
+    with pytest.raises(ValueError, match=r"VCATTN_NUM_THREADS must be an int in 0\.\.1024"):
+        vcattn.attention(q, k, v)
+    out = vcattn.attention(q, k, v, num_threads=2)  # an explicit count wins over the variable
+    assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+@pytest.mark.parametrize("where", ["q", "k", "v"])
+@pytest.mark.parametrize("bad", [np.nan, -np.inf])
+def test_non_finite_error_names_the_tensor_and_index(rng, where, bad, layout):
+    q, k, v = fresh(rng, layout=layout)
+    x = {"q": q, "k": k, "v": v}[where]
+    idx = (0, 1, 17, 5) if layout == "HND" else (0, 17, 1, 5)
+    x[idx] = bad
+    for fn in (vcattn.attention, vcattn.reference_attention):
+        with pytest.raises(vcattn.VcattnError) as ei:
+            fn(q, k, v, tensor_layout=layout)
+        msg = str(ei.value)
+        assert ei.value.status_name == "NON_FINITE", msg
+        assert f"{where} holds {float(bad)} at index {list(idx)}" in msg, msg
+        assert [n for n in "qkv" if f"{n} holds" in msg] == [where], msg
+
+
+@pytest.mark.parametrize("flag", ["no", "False", 1, 0, None])
+def test_return_lse_must_be_a_bool(rng, flag):
+    q, k, v = fresh(rng)
+    for fn in (vcattn.attention, vcattn.reference_attention):
+        with pytest.raises(TypeError, match="return_lse must be True or False"):
+            fn(q, k, v, return_lse=flag)
+    out, lse = vcattn.attention(q, k, v, return_lse=np.bool_(True))
+    assert lse.shape == (1, 2, 200)
+
+
+def _torch():
+    import os
+
+    if os.environ.get("VCATTN_TEST_REQUIRE_STACK") == "1":
+        import torch
+        return torch
+    return pytest.importorskip("torch")
+
+
+def test_torch_tensors_get_the_same_messages(rng):
+    torch = _torch()
+    q, k, v = (torch.from_numpy(x) for x in fresh(rng))
+    bad = k.clone()
+    bad[0, 0, 3, 9] = float("nan")
+    with pytest.raises(vcattn.VcattnError, match=r"k holds nan at index \[0, 0, 3, 9\]"):
+        vcattn.attention(q, bad, v)
+    with pytest.raises(vcattn.VcattnError, match=r"S \(tokens\) is 0.*skip the call"):
+        vcattn.attention(q[:, :, :0], k, v)
+    with pytest.raises(ValueError, match=r"not a permutation.*kmeans_plan"):
+        vcattn.attention(q, k, v, plan=torch.zeros(1, 2, 200, dtype=torch.int64))
+    with pytest.raises(ValueError, match=r"0\.\.1024"):
+        vcattn.attention(q, k, v, num_threads=100000)
+    with pytest.raises(TypeError, match="return_lse"):
+        vcattn.attention(q, k, v, return_lse="no")
 
 
 def test_fidelity_shape_mismatch():

@@ -215,7 +215,18 @@ def test_patch_sdpa_sends_short_kv_to_sdpa_by_default():
         with vcattn.patch_sdpa(strict=True) as p:   # a routing choice, not a failure: strict does not raise
             got = F.scaled_dot_product_attention(q, k, v)
     assert p.min_seq_kv == 4096 and p.calls == 0 and p.fallbacks == {"short_kv": 1}
-    assert torch.equal(got, want) and not [x for x in w if "vcattn" in str(x.message)]
+    # said once (issue 29: a small test otherwise routes nothing and looks like it worked),
+    # naming the threshold and the switch; .summary() counts it
+    said = [str(x.message) for x in w if "vcattn" in str(x.message)]
+    assert torch.equal(got, want) and len(said) == 1, said
+    assert "200 keys" in said[0] and "min_seq_kv=4096" in said[0] and "min_seq_kv=0" in said[0], said
+    assert p.stats() == {"routed": 0, "sdpa": 1, "fallbacks": {"short_kv": 1}, "min_seq_kv": 4096}
+    assert "0 of 1 SDPA calls ran vcattn" in p.summary() and "min_seq_kv=4096" in p.summary(), p.summary()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with vcattn.patch_sdpa():
+            F.scaled_dot_product_attention(q, k, v)
+    assert not [x for x in w if "vcattn" in str(x.message)]          # once per process
     # the threshold counts keys, not queries: cross-attention from 300 queries to 100 keys
     qx = qkv(s=300, seed=4)[0]
     kx, vx = qkv(s=100, seed=5)[1:]
@@ -223,6 +234,8 @@ def test_patch_sdpa_sends_short_kv_to_sdpa_by_default():
         short = F.scaled_dot_product_attention(qx, kx, vx)
         long_ = F.scaled_dot_product_attention(q, k, v)
     assert p.calls == 1 and p.fallbacks == {"short_kv": 1}
+    assert p.summary().startswith("vcattn.patch_sdpa(method='sage2-8bit'): 1 of 2 SDPA calls ran vcattn; 1 ran "
+                                  "the original SDPA: 1 fewer keys than min_seq_kv=150"), p.summary()
     assert torch.equal(short, F.scaled_dot_product_attention(qx, kx, vx))
     assert torch.equal(long_, vcattn.attention(q, k, v, method="sage2-8bit"))
     for bad in (-1, 2.5, True):

@@ -13,7 +13,8 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["VcattnError", "lib", "check", "library_path", "STATUS_NAMES", "warn_once", "reset_warnings"]
+__all__ = ["VcattnError", "lib", "check", "library_path", "STATUS_NAMES", "warn_once", "reset_warnings",
+           "MAX_THREADS"]
 
 # ---- status -----------------------------------------------------------------
 
@@ -37,6 +38,16 @@ STATUS_NAMES = (
     "OUTPUT_NOT_FINITE",
 )
 STATUS = {name: code for code, name in enumerate(STATUS_NAMES)}
+
+# num_threads: 0 = all online cores, else 1..MAX_THREADS worker threads (Python-side limit: a
+# larger count is a typo, and the library would try to allocate per-thread scratch for it).
+MAX_THREADS = 1024
+
+
+def threads_error(value, where: str = "num_threads") -> str:
+    """The sentence for a num_threads outside 0..MAX_THREADS."""
+    return (f"vcattn: {where} must be an int in 0..{MAX_THREADS} (0 = all cores, 1..{MAX_THREADS} worker "
+            f"threads), got {value!r}")
 
 
 class VcattnError(RuntimeError):

@@ -39,6 +39,14 @@ def kind_of(*xs, names=("q", "k", "v")) -> str:
     return kinds[0]
 
 
+def compiling() -> bool:
+    """True while torch.compile traces (no torch imported: False).  Checks that read tensor
+    values (a permutation plan's entries, where a NaN is) are skipped there: they run eagerly."""
+    torch = sys.modules.get("torch")
+    compiler = getattr(torch, "compiler", None) if torch is not None else None
+    return bool(compiler is not None and getattr(compiler, "is_compiling", lambda: False)())
+
+
 def check_layout(tensor_layout: str) -> str:
     if tensor_layout not in LAYOUTS:
         raise ValueError(f"vcattn: tensor_layout must be 'HND' (B,H,S,D) or 'NHD' (B,S,H,D), got {tensor_layout!r}")
@@ -54,6 +62,44 @@ def bhsd(x, layout: str, name: str):
             f"tensor_layout={layout!r}), got shape {shape}")
     ab, ah, as_ = _AXES[layout]
     return shape[ab], shape[ah], shape[as_], shape[3]
+
+
+_AXIS_NAMES = ("B (batch)", "H (heads)", "S (tokens)", "D (head_dim)")
+
+
+def check_not_empty(x, layout: str, name: str, function: str = "vcattn.attention") -> None:
+    """A VcattnError (BAD_SHAPE) that names the zero-size axis of a 4-D tensor, before any
+    stride check (numpy gives every axis of an empty array stride 0, which would otherwise be
+    blamed on the strides)."""
+    b, h, s, d = bhsd(x, layout, name)
+    zero = [n for n, size in zip(_AXIS_NAMES, (b, h, s, d)) if size == 0]
+    if not zero:
+        return
+    from ._lib import STATUS, VcattnError  # _lib imports nothing of vcattn
+
+    what = "key" if name in ("k", "v") else "query"
+    raise VcattnError(
+        STATUS["BAD_SHAPE"], function,
+        f"{name} has shape {tuple(x.shape)} (tensor_layout={layout!r}): {' and '.join(zero)} "
+        f"{'is' if len(zero) == 1 else 'are'} 0; attention needs at least one batch entry, one head, one "
+        f"{what} token and head_dim 64 or 128 - skip the call for an empty batch or sequence (its output is empty)")
+
+
+def first_non_finite(x):
+    """(index tuple, value) of the first NaN / Inf in x (numpy or torch), or None."""
+    if isinstance(x, np.ndarray):
+        bad = ~np.isfinite(x.astype(np.float32) if x.dtype.name == "bfloat16" else x)
+        if not bad.any():
+            return None
+        idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), x.shape))
+        return idx, float(x[idx])
+    import torch
+
+    bad = ~torch.isfinite(x.detach())
+    if not bool(bad.any()):
+        return None
+    idx = tuple(int(i) for i in bad.nonzero()[0].tolist())
+    return idx, float(x[idx])
 
 
 def dtype_name(x) -> str:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 
 import numpy as np
 
 from . import _cpu, _fallback, _lib, _tensors
 from ._lib import VcattnError, check, lib, warn_once
 from ._methods import DEFAULT_METHOD, method_id
-from .plan import (CACHE_STEP, GROUP, OFF, REUSE, LayerRef, Plan, Schedule, check_kmeans_args, is_cache_step,
-                   literal_key, register)
+from .plan import (CACHE_STEP, GROUP, OFF, REUSE, LayerRef, Plan, Schedule, check_kmeans_args, check_permutation,
+                   is_cache_step, literal_key, register)
 
 __all__ = ["attention", "reference_attention", "fidelity", "expcast_facts", "merge_attention", "PlanCache"]
 
@@ -24,11 +25,30 @@ __all__ = ["attention", "reference_attention", "fidelity", "expcast_facts", "mer
 # ---- argument checks -----------------------------------------------------------------------------
 
 def _check_threads(num_threads):
-    """None (= $VCATTN_NUM_THREADS, read when the call runs) or an int >= 0."""
-    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer))
-                                    or num_threads < 0):
-        raise ValueError(f"vcattn: num_threads must be an int >= 0 (0 = all cores), got {num_threads!r}")
+    """None (= $VCATTN_NUM_THREADS, read when the call runs) or an int in 0..MAX_THREADS."""
+    if num_threads is None:
+        env = os.environ.get("VCATTN_NUM_THREADS")
+        if env is not None:
+            try:
+                n = int(env)
+            except ValueError:
+                n = None
+            if n is None or not 0 <= n <= _lib.MAX_THREADS:
+                raise ValueError(_lib.threads_error(env, "the environment variable VCATTN_NUM_THREADS") +
+                                 "; unset it or pass num_threads=")
+        return None
+    if (isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer))
+            or not 0 <= num_threads <= _lib.MAX_THREADS):
+        raise ValueError(_lib.threads_error(num_threads))
     return num_threads
+
+
+def _check_return_lse(return_lse):
+    # a real bool: "no" or "False" are truthy strings and would silently return (out, lse)
+    if not isinstance(return_lse, (bool, np.bool_)):
+        raise TypeError(f"vcattn: return_lse must be True or False, got {return_lse!r} "
+                        f"({type(return_lse).__name__})")
+    return bool(return_lse)
 
 
 def _check_scale(sm_scale):
@@ -42,7 +62,7 @@ def _check_scale(sm_scale):
     return s
 
 
-def _check_qkv(q, k, v, layout):
+def _check_qkv(q, k, v, layout, function="vcattn.attention"):
     """Shapes (B, H, Sq, Skv, D) after every Python-side check that needs no C."""
     _tensors.check_layout(layout)
     kind = _tensors.kind_of(q, k, v)
@@ -57,6 +77,8 @@ def _check_qkv(q, k, v, layout):
         raise ValueError(f"vcattn: k and v have different sequence lengths ({sk} vs {sv})")
     if not (dq == dk == dv):
         raise ValueError(f"vcattn: head_dim differs: q {dq}, k {dk}, v {dv}")
+    for x, n in ((q, "q"), (k, "k"), (v, "v")):
+        _tensors.check_not_empty(x, layout, n, function)  # before the strides: an empty array's are all 0
     for x, n in ((q, "q"), (k, "k"), (v, "v")):
         _tensors.check_dtype(x, n)
         _tensors.check_last_dim(x, n)
@@ -77,6 +99,25 @@ def _check_plan_and_step(plan, step):
     if plan is None and step is not None:
         raise ValueError("vcattn: step needs a plan (a vcattn.Plan, e.g. PlanCache.layer(id)); "
                          "without one every call groups")
+
+
+def _explain(e: VcattnError, q, k, v, layout) -> VcattnError:
+    """A NON_FINITE error that says which of q, k, v holds the NaN / Inf, and where (the
+    library only knows that an input does); any other error as it is."""
+    if e.status_name != "NON_FINITE":
+        return e
+    found = []
+    for x, n in ((q, "q"), (k, "k"), (v, "v")):
+        hit = _tensors.first_non_finite(x)
+        if hit is not None:
+            idx, val = hit
+            found.append(f"{n} holds {val} at index {list(idx)}")
+    if not found:
+        return e
+    axes = "(batch, head, token, dim)" if layout == "HND" else "(batch, token, head, dim)"
+    detail = ("; ".join(found) + f" {axes}: every input must be finite - find the layer that produced it, "
+              "or clean it first (torch.nan_to_num / np.nan_to_num)")
+    return VcattnError(e.status, e.function, f"{e.detail}: {detail}" if e.detail else detail)
 
 
 def _finish(out, lse, q, return_lse):
@@ -124,18 +165,29 @@ def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads,
     _check_plan_and_step(plan, step)
     scale = _check_scale(sm_scale)
     threads = _check_threads(num_threads)
-    kind, _ = _check_qkv(q, k, v, layout)
+    return_lse = _check_return_lse(return_lse)
+    kind, (b, h, _, skv, _) = _check_qkv(q, k, v, layout)
+    if isinstance(plan, np.ndarray) or _tensors.is_torch(plan):
+        check_permutation(plan, (b, h, skv))
     if kind == "torch":
         from . import _ops  # torch is imported only once torch tensors show up
 
-        return _ops.attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, threads, strict, fallback)
+        if _tensors.compiling():
+            return _ops.attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, threads, strict,
+                                  fallback)
+        try:
+            return _ops.attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, threads, strict,
+                                  fallback)
+        except VcattnError as e:
+            raise _explain(e, q, k, v, layout) from None
     if isinstance(plan, LayerRef):
         plan = plan.plan()
     try:
         out, lse = _cpu.simulate(q, k, v, layout, scale, return_lse, _cpu.threads(threads), method, plan, step)
     except VcattnError as e:
+        e = _explain(e, q, k, v, layout)
         if not fallback:
-            raise
+            raise e from None
         warn_once(("error", e.status_name), f"vcattn: {e}; such calls use exact attention instead")
         return _fallback.attention(q, k, v, layout, sm_scale, return_lse)
     return _finish(out, lse, q, return_lse)
@@ -148,13 +200,17 @@ def reference_attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, retu
     Same arguments and results as ``attention`` minus method / plan; torch CUDA tensors are
     copied to the CPU and the result copied back."""
     scale = _check_scale(sm_scale)
-    threads = _cpu.threads(num_threads)
-    kind, _ = _check_qkv(q, k, v, tensor_layout)
+    threads = _cpu.threads(_check_threads(num_threads))
+    return_lse = _check_return_lse(return_lse)
+    kind, _ = _check_qkv(q, k, v, tensor_layout, "vcattn.reference_attention")
     dev = None
     if kind == "torch" and q.device.type != "cpu":
         dev = q.device
         q, k, v = q.cpu(), k.cpu(), v.cpu()
-    out, lse = _cpu.reference(q, k, v, tensor_layout, scale, return_lse, threads)
+    try:
+        out, lse = _cpu.reference(q, k, v, tensor_layout, scale, return_lse, threads)
+    except VcattnError as e:
+        raise _explain(e, q, k, v, tensor_layout) from None
     res = _finish(out, lse, q, return_lse)
     if dev is not None:
         res = tuple(r.to(dev) for r in res) if return_lse else res.to(dev)

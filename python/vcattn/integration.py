@@ -92,9 +92,14 @@ class patch_sdpa:
     it, take SDPA with one warning.
 
     Short key sequences: a call with fewer than ``min_seq_kv`` keys (default 4096) runs the
-    original SDPA without a warning (counted in ``fallbacks['short_kv']``, even with
-    ``strict=True``): cross-attention to 512 text tokens is faster in cuDNN, and V-Smooth has
-    little to smooth there.  ``min_seq_kv=0`` routes every supported call.
+    original SDPA (counted in ``fallbacks['short_kv']``; one warning per process that names
+    the threshold; never an error, even with ``strict=True``): cross-attention to 512 text
+    tokens is faster in cuDNN, and V-Smooth has little to smooth there.  ``min_seq_kv=0``
+    routes every supported call - a small test model needs it, or nothing reaches vcattn.
+
+    Counts: ``calls`` (routed through vcattn) and ``fallbacks`` ({reason: calls that ran the
+    original SDPA}) cover the last block; ``stats()`` returns both as a dict and
+    ``summary()`` as one line to print.
 
     torch.compile: a compiled model called inside the block traces the routed calls into
     the custom op ``torch.ops.vcattn.attention`` (no graph break, also with
@@ -171,6 +176,39 @@ class patch_sdpa:
         F.scaled_dot_product_attention = self._original
         self._original = None
 
+    # -- what the block did
+    _REASONS = {
+        "short_kv": "fewer keys than min_seq_kv={min_seq_kv} (min_seq_kv=0 routes them)",
+        "kwargs": "SDPA arguments vcattn does not take", "attn_mask": "an attn_mask", "dropout": "dropout_p > 0",
+        "causal": "is_causal=True", "type": "non-tensor inputs", "ndim": "not 4-D (B, H, S, D)",
+        "head_dim": "head_dim not in {head_dims}", "heads": "unequal batch / head counts (GQA)",
+        "dtype": "a dtype other than float16 / bfloat16 / float32", "stride": "a non-contiguous head_dim axis",
+        "device": "q, k, v on different devices", "scale": "a scale that is not finite and > 0",
+        "empty": "an empty batch, head or sequence axis", "autograd": "tensors that require grad",
+    }
+
+    def stats(self) -> dict:
+        """{'routed': calls through vcattn, 'sdpa': calls on the original SDPA, 'fallbacks':
+        {reason: calls}, 'min_seq_kv': the threshold} for the current or last block."""
+        return dict(routed=self.calls, sdpa=sum(self.fallbacks.values()), fallbacks=dict(self.fallbacks),
+                    min_seq_kv=self.min_seq_kv)
+
+    def summary(self) -> str:
+        """One line: how many SDPA calls the block routed through vcattn and why the others
+        ran the original SDPA."""
+        st = self.stats()
+        total = st["routed"] + st["sdpa"]
+        line = f"vcattn.patch_sdpa(method={self.method!r}): {st['routed']} of {total} SDPA calls ran vcattn"
+        if st["sdpa"]:
+            why = ", ".join(
+                f"{n} {self._REASONS.get(r, r).format(min_seq_kv=self.min_seq_kv, head_dims=self.head_dims)}"
+                f" [{r}]" for r, n in sorted(st["fallbacks"].items(), key=lambda kv: -kv[1]))
+            line += f"; {st['sdpa']} ran the original SDPA: {why}"
+        return line
+
+    def __repr__(self):
+        return f"<{self.summary()}>"
+
     # -- the replacement
     def _unsupported(self, q, k, v, attn_mask, dropout_p, is_causal, scale, extra):
         import math
@@ -211,8 +249,9 @@ class patch_sdpa:
     def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False, **extra):
         why = self._unsupported(query, key, value, attn_mask, dropout_p, is_causal, scale, extra)
-        if why is None and key.shape[2] < self.min_seq_kv:
-            why = "short_kv", None  # routing policy, not a failure: no warning, strict or not
+        short = why is None and key.shape[2] < self.min_seq_kv
+        if short:
+            why = "short_kv", None  # routing policy, not a failure: strict or not, it never raises
         if why is not None:
             reason, msg = why
             if self.strict and msg is not None:
@@ -220,6 +259,13 @@ class patch_sdpa:
             self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
             if msg is not None:
                 warn_once(("patch_sdpa", reason), f"vcattn.patch_sdpa: {msg}; such calls use the original SDPA")
+            elif short:
+                # said once: a small test model otherwise sends nothing to vcattn and looks fine
+                warn_once(("patch_sdpa", "short_kv"),
+                          f"vcattn.patch_sdpa: an SDPA call with {key.shape[2]} keys ran the original SDPA, not "
+                          f"vcattn: calls with fewer than min_seq_kv={self.min_seq_kv} keys stay on SDPA (short "
+                          "cross-attention is faster there); pass min_seq_kv=0 (patch_sdpa, VcattnAttnProcessor, "
+                          "install_wan_processors) to route them. .summary() counts routed and SDPA calls")
             kw = dict(attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, **extra)
             if enable_gqa:
                 kw["enable_gqa"] = enable_gqa

@@ -139,9 +139,69 @@ def cpu_kmeans(v: _tensors.Operand, clusters: int, iterations: int, seed: int, i
 
 
 def check_kmeans_args(clusters, iterations, num_threads):
-    for name, val, lo in (("clusters", clusters, 1), ("iterations", iterations, 1), ("num_threads", num_threads, 0)):
+    for name, val, lo in (("clusters", clusters, 1), ("iterations", iterations, 1)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < lo:
             raise ValueError(f"vcattn: {name} must be an int >= {lo}, got {val!r}")
+    if (isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer))
+            or not 0 <= num_threads <= _lib.MAX_THREADS):
+        raise ValueError(_lib.threads_error(num_threads))
+
+
+_HOW_TO_PLAN = ("build one with vcattn.kmeans_plan(v)[0] (or vcattn.Plan.from_values(v), a Plan that keeps it), "
+                "or pass plan=None to group this call's V")
+
+
+def _permutation_fault(p: np.ndarray):
+    """None, or a sentence naming the first (batch, head) row of a (..., S) integer array that
+    is not a permutation of 0..S-1 and what is wrong with it."""
+    s = p.shape[-1]
+    if p.size == 0:
+        return None
+    rows = p.reshape(-1, s)
+    lead = p.shape[:-1]
+    if ((rows >= 0) & (rows < s)).all():  # the common case, one pass: each row's counts of 0..S-1
+        flat = rows.astype(np.int64) + np.arange(rows.shape[0], dtype=np.int64)[:, None] * s
+        if (np.bincount(flat.ravel(), minlength=rows.size) == 1).all():
+            return None
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        where = tuple(int(i) for i in np.unravel_index(r, lead)) if lead else ()
+        out = np.flatnonzero((row < 0) | (row >= s))
+        if out.size:
+            j = int(out[0])
+            return (f"entry {list(where + (j,))} is {int(row[j])}, outside 0..{s - 1} "
+                    f"(row {list(where)} has {out.size} such entries)")
+        counts = np.bincount(row.astype(np.int64), minlength=s)
+        if (counts != 1).any():
+            dup = int(np.flatnonzero(counts > 1)[0])
+            miss = int(np.flatnonzero(counts == 0)[0])
+            return (f"row {list(where)} holds token {dup} {int(counts[dup])} times and never token {miss} "
+                    f"({int((counts == 0).sum())} of its {s} tokens are missing)")
+    return None
+
+
+def check_permutation(perm, shape, what: str = "vcattn: the permutation plan") -> None:
+    """ValueError unless perm is an integer (B, H, Skv) array / tensor whose every (batch, head)
+    row is a permutation of 0..Skv-1 (what the library needs; it only answers INVALID_ARGUMENT).
+    Values are read only outside torch.compile's tracing (a traced call is checked by C)."""
+    shape = tuple(int(n) for n in shape)
+    if _tensors.is_torch(perm):
+        dt = str(perm.dtype).replace("torch.", "")
+        ok_type = not (perm.is_floating_point() or perm.is_complex() or dt == "bool")
+    else:
+        p = np.asarray(perm)
+        dt = p.dtype.name
+        ok_type = np.issubdtype(p.dtype, np.integer)
+    if not ok_type or tuple(perm.shape) != shape:
+        raise ValueError(f"{what} must be an integer array of shape (B, H, Skv) = {shape} for this call, "
+                         f"got {dt} {tuple(perm.shape)}; {_HOW_TO_PLAN}")
+    if _tensors.compiling():
+        return
+    p = perm.detach().cpu().numpy() if _tensors.is_torch(perm) else np.asarray(perm)
+    fault = _permutation_fault(p)
+    if fault is not None:
+        raise ValueError(f"{what} is not a permutation of 0..{shape[2] - 1} per (batch, head): {fault}; "
+                         f"{_HOW_TO_PLAN}")
 
 
 def kmeans_plan(v, tensor_layout: str = "HND", clusters: int = 64, iterations: int = 8, seed: int = 0,
@@ -310,7 +370,12 @@ class Plan:
     def _as_perm(perm) -> np.ndarray:
         p = np.asarray(perm)
         if p.ndim != 3 or not np.issubdtype(p.dtype, np.integer):
-            raise ValueError(f"vcattn.Plan: perm must be an integer array (B, H, Skv), got {p.dtype} {p.shape}")
+            raise ValueError(f"vcattn.Plan: perm must be an integer array (B, H, Skv), got {p.dtype} {p.shape}; "
+                             f"{_HOW_TO_PLAN}")
+        fault = _permutation_fault(p)
+        if fault is not None:
+            raise ValueError(f"vcattn.Plan: perm is not a permutation of 0..{p.shape[2] - 1} per (batch, head): "
+                             f"{fault}; {_HOW_TO_PLAN}")
         return np.ascontiguousarray(p, dtype=np.int32)
 
     # -- grouping

@@ -183,7 +183,13 @@ class _SelfAttentionProcessor:
         usp = self.attention
         calls = []
 
-        def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **extra):
+        def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False,
+                 **extra):
+            # enable_gqa: newer diffusers pass enable_gqa=False on every call; equal head counts
+            # (what Wan has) make it a no-op either way
+            if enable_gqa and not (query.shape[1] == key.shape[1] == value.shape[1]):
+                raise ValueError("vcattn.yunchang.parallelize_wan: grouped-query attention (fewer K/V heads "
+                                 "than query heads) does not run across ranks")
             if attn_mask is not None or dropout_p or is_causal or extra:
                 raise ValueError("vcattn.yunchang.parallelize_wan: the self-attention's SDPA call has a mask, "
                                  "dropout, is_causal or other arguments that USP attention does not take")
@@ -250,22 +256,48 @@ class WanSequenceParallel:
         m = n // self.size
         return x.narrow(dim, self.chunk * m, m).contiguous()
 
+    @staticmethod
+    def _rope_parts(rope):
+        """[(tensor, its sequence dim)] of Wan's rotary embedding, in either of diffusers' forms:
+        one complex tensor (1, 1, S, D/2) (diffusers <= 0.34) or a (cos, sin) tuple of
+        (1, S, 1, D) tensors (later releases)."""
+        if isinstance(rope, (tuple, list)):
+            if len(rope) == 0 or not all(hasattr(t, "shape") and t.dim() == 4 for t in rope):
+                raise TypeError("vcattn.yunchang.parallelize_wan: expected Wan's rotary embedding as a (cos, sin) "
+                                "tuple of 4-D (1, S, 1, D) tensors, got "
+                                f"{[tuple(getattr(t, 'shape', ())) or type(t).__name__ for t in rope]}")
+            return [(t, 1) for t in rope]
+        if not (hasattr(rope, "shape") and rope.dim() == 4):
+            raise TypeError("vcattn.yunchang.parallelize_wan: expected Wan's rotary embedding as a 4-D "
+                            f"(1, 1, S, D/2) tensor or a (cos, sin) tuple, got {type(rope).__name__}")
+        return [(rope, 2)]
+
     def _shard_inputs(self, module, args):
         # WanTransformer3DModel calls block(hidden_states, encoder_hidden_states, timestep_proj,
-        # rotary_emb): rotary_emb (1, 1, S, D/2) always covers the whole sequence; the hidden
-        # states do on the first block only (later blocks get this rank's chunk back)
+        # rotary_emb): rotary_emb always covers the whole sequence - a (1, 1, S, D/2) tensor up to
+        # diffusers 0.34, a (cos, sin) tuple of (1, S, 1, D) after - and the hidden states do on
+        # the first block only (later blocks get this rank's chunk back)
         if len(args) != 4:
             raise TypeError("vcattn.yunchang.parallelize_wan: a Wan block was called with "
                             f"{len(args)} positional arguments; expected (hidden_states, encoder_hidden_states, "
                             "timestep_proj, rotary_emb) as diffusers' WanTransformer3DModel passes them")
         hidden, text, temb, rope = args
-        full = rope.shape[2]
+        parts = self._rope_parts(rope)
+        full = parts[0][0].shape[parts[0][1]]
+        if any(t.shape[d] != full for t, d in parts):
+            raise ValueError("vcattn.yunchang.parallelize_wan: the rotary embedding's parts cover different "
+                             f"sequence lengths {[t.shape[d] for t, d in parts]}")
         if temb.dim() != 3:
             raise ValueError("vcattn.yunchang.parallelize_wan: per-token timestep embeddings (timestep_proj "
                              f"{tuple(temb.shape)}) are not split across ranks; only (B, 6, dim) is supported")
         if hidden.shape[1] == full:
             hidden = self._take(hidden, 1)
-        return hidden, text, temb, self._take(rope, 2)
+        elif hidden.shape[1] * self.size != full:
+            raise ValueError(f"vcattn.yunchang.parallelize_wan: a Wan block got {hidden.shape[1]} tokens; expected "
+                             f"the whole sequence ({full}, the rotary embedding's length) or this rank's "
+                             f"{full // self.size}")
+        shards = [self._take(t, d) for t, d in parts]
+        return hidden, text, temb, (type(rope)(shards) if isinstance(rope, (tuple, list)) else shards[0])
 
     def _gather_output(self, module, args, out):
         import torch
