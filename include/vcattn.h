@@ -181,6 +181,43 @@ const char *vcattn_method_name(vcattn_method method); /* "sage2-8bit", NULL if o
 vcattn_status vcattn_method_from_name(const char *name, vcattn_method *method);
 vcattn_status vcattn_method_config_get(vcattn_method method, vcattn_method_config *config);
 
+/* The method's config with P written by the exact exponential (FP32 exp2, RNE cast to
+ * E4M3) against the same scale: the split and ExpCast (with or without the tail line)
+ * become the exp path, an E4M3 method stays itself.  INVALID_ARGUMENT for a method
+ * without V-Smooth or whose P is not E4M3-class (NVFP4, FP32). */
+vcattn_status vcattn_method_exact_p(const vcattn_method_config *config, vcattn_method_config *exact);
+
+/* ---- head recipes: the plan's per-head policy (docs/method.md, "Per-head recipes")
+ * A V-Smooth method can run each (batch, head) one of four ways, a recipe byte: */
+#define VCATTN_RECIPE_SEQUENCE 1u /* sequence order: the plan holds the identity for the head */
+#define VCATTN_RECIPE_EXACT_P 2u  /* P by the exact exponential (vcattn_method_exact_p) */
+#define VCATTN_RECIPE_COUNT 4     /* recipe 0: the plan's k-means order, the method's P */
+
+typedef enum vcattn_head_policy {
+    VCATTN_HEAD_POLICY_FLOOR = 0, /* per head the fastest recipe whose measured PSNR is at least
+                                     the host recipe's (sage2-8bit) on the same rows; if none
+                                     is, the most faithful */
+    VCATTN_HEAD_POLICY_FASTEST,   /* the method's P on every head, in the better measured order */
+    VCATTN_HEAD_POLICY_FAITHFUL,  /* the most faithful measured recipe on every head */
+    VCATTN_HEAD_POLICY_COUNT
+} vcattn_head_policy;
+
+/* The choice, from measurements: psnr (n_heads, VCATTN_RECIPE_COUNT) in dB of each recipe
+ * on each head, floor_db (n_heads) the host recipe's PSNR on the same rows (may be NULL
+ * for FASTEST and FAITHFUL), margin_db added to the floor.  Writes recipe (n_heads).
+ * Ties go to the lower recipe (faster, then k-means order). */
+vcattn_status vcattn_head_recipes_choose(vcattn_head_policy policy, int64_t n_heads, const double *psnr,
+                                         const double *floor_db, double margin_db, uint8_t *recipe);
+
+/* The measurement on the CPU: every recipe of `method` (a V-Smooth method with an exact
+ * sibling) and sage2-8bit, simulated on the listed query rows of p (p->o: a (B, H, n_rows,
+ * D) view, as for vcattn_simulate_attention_rows; it is used as scratch), each compared
+ * per (batch, head) with the FP64 reference of the same rows.  perm: the plan's (B, H, Skv)
+ * k-means order.  psnr: (B*H, VCATTN_RECIPE_COUNT), floor_db: (B*H). */
+vcattn_status vcattn_head_recipes_measure(const vcattn_attention_params *p, vcattn_method method,
+                                          const int32_t *perm, const int64_t *rows, int64_t n_rows,
+                                          double *psnr, double *floor_db);
+
 /* ---- CPU simulation ------------------------------------------------------------
  * Runs a method with the kernel's tiling (128-query tiles, 128-key blocks,
  * online softmax) and rounding.  perm: (B, H, Skv) contiguous permutation of
@@ -227,6 +264,15 @@ vcattn_status vcattn_simulate_attention_rows(const vcattn_attention_params *p,
                                              const vcattn_method_config *config,
                                              const int32_t *perm, const int64_t *rows,
                                              int64_t n_rows, vcattn_sim_outputs *extra);
+
+/* Either of the two with a recipe per (batch, head) (rows = NULL: every row): perm holds
+ * each head's order (the identity for a sequence-order head), head_exact (B, H) bytes,
+ * nonzero = that head's P by vcattn_method_exact_p(config); NULL = none. */
+vcattn_status vcattn_simulate_attention_heads(const vcattn_attention_params *p,
+                                              const vcattn_method_config *config,
+                                              const int32_t *perm, const uint8_t *head_exact,
+                                              const int64_t *rows, int64_t n_rows,
+                                              vcattn_sim_outputs *extra);
 
 /* ---- V-Smooth planner -------------------------------------------------------------
  * Plain k-means (Lloyd) over the value tokens of each (batch, head);
@@ -549,6 +595,10 @@ typedef struct vcattn_gpu_params {
                             (V-Smooth methods): permuted position j holds
                             original token perm[j]; NULL = identity */
     float *lse;          /* optional (B, H, Sq) contiguous FP32 natural-log LSE */
+    const uint8_t *head_exact; /* optional (B, H) contiguous device bytes: nonzero = that
+                                  head writes P by the exact exponential
+                                  (vcattn_method_exact_p; a plan's VCATTN_RECIPE_EXACT_P);
+                                  NULL = every head the method's P */
 } vcattn_gpu_params;
 
 /* Contiguous (B, H, S, D) strides for all four tensors, BF16 in and out,

@@ -67,3 +67,19 @@ vcattn_status vcattn_method_config_get(vcattn_method method, vcattn_method_confi
     *config = k_methods[method].config;
     return VCATTN_STATUS_SUCCESS;
 }
+
+vcattn_status vcattn_method_exact_p(const vcattn_method_config *config, vcattn_method_config *exact) {
+    if (!config || !exact) return VCATTN_STATUS_NULL_POINTER;
+    if (!config->v_smooth) return VCATTN_STATUS_INVALID_ARGUMENT;
+    switch (config->p_format) {
+    case VCATTN_P_FORMAT_E4M3:
+    case VCATTN_P_FORMAT_EXPCAST:
+    case VCATTN_P_FORMAT_EXPCAST_TAIL:
+    case VCATTN_P_FORMAT_SPLIT:
+        *exact = *config;
+        exact->p_format = VCATTN_P_FORMAT_E4M3;
+        return VCATTN_STATUS_SUCCESS;
+    default:
+        return VCATTN_STATUS_INVALID_ARGUMENT;
+    }
+}

@@ -53,13 +53,39 @@ static int perm_is_valid(const int32_t *perm, int64_t n, unsigned char *seen) {
     return 1;
 }
 
-/* rows = NULL: every query row (n_rows unused); p already validated. */
+/* The values a tile task derives from the method config (set per head: a head
+ * policy can give a head the exact exponential instead of the method's P). */
+static void sim_derive(sim_ctx *c, const vcattn_method_config *cfg) {
+    c->cfg = cfg;
+    c->fp32_pipeline = !(cfg->qk_format == VCATTN_QK_FORMAT_FP32 && cfg->v_format == VCATTN_V_FORMAT_FP32 &&
+                        cfg->p_format == VCATTN_P_FORMAT_FP32);
+    /* the grouped restore where the kernel has it: every E4M3-class P (the exp path,
+     * ExpCast, the tail line, the split, either scale); NVFP4 P (no GPU kernel; its P~
+     * of 2688 would not fit the FP16 coefficient) and FP32 P restore one block at a time */
+    c->restore_group = cfg->p_format == VCATTN_P_FORMAT_E4M3 || cfg->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ||
+                      cfg->p_format == VCATTN_P_FORMAT_EXPCAST || cfg->p_format == VCATTN_P_FORMAT_SPLIT;
+    c->p_log2_offset = cfg->p_format == VCATTN_P_FORMAT_E4M3 && cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX
+                          ? VC_BLOCKMAX_E4M3_P_LOG2_OFFSET
+                      : cfg->p_format == VCATTN_P_FORMAT_E4M3  ? VC_SAGE2_P_LOG2_OFFSET
+                      : cfg->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE3_P_LOG2_OFFSET
+                                                                  : 0.0f;
+    c->lse_log2_bias = cfg->p_format == VCATTN_P_FORMAT_EXPCAST || cfg->p_format == VCATTN_P_FORMAT_SPLIT
+                          ? log2(VC_EXPCAST_P_SCALE)
+                      : cfg->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ? (double)VC_EXPCAST_TAIL_P_LOG2_SCALE
+                                                                         : 0.0;
+}
+
+/* rows = NULL: every query row (n_rows unused); p already validated.  head_exact:
+ * optional (B, H) flags, nonzero = that head's P by the exact exponential
+ * (vcattn_method_exact_p). */
 static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn_method_config *config,
-                                  const int32_t *perm, const int64_t *rows, int64_t n_rows,
-                                  vcattn_sim_outputs *extra) {
+                                  const int32_t *perm, const uint8_t *head_exact, const int64_t *rows,
+                                  int64_t n_rows, vcattn_sim_outputs *extra) {
     vcattn_status st = VCATTN_STATUS_SUCCESS;
     if (!config) return VCATTN_STATUS_NULL_POINTER;
     if ((st = check_config(config))) return st;
+    vcattn_method_config exact_cfg = *config;
+    if (head_exact && (st = vcattn_method_exact_p(config, &exact_cfg))) return st;
     if (extra && extra->row_tv && extra->tv_row_stride < 1) return VCATTN_STATUS_INVALID_ARGUMENT;
     if (vc_has_non_finite(p->q, p->batch, p->heads, p->seq_q, p->head_dim, p->q_stride) ||
         vc_has_non_finite(p->k, p->batch, p->heads, p->seq_kv, p->head_dim, p->k_stride) ||
@@ -72,22 +98,7 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
     c.p = p;
     c.cfg = config;
     c.extra = extra;
-    c.fp32_pipeline = !(config->qk_format == VCATTN_QK_FORMAT_FP32 && config->v_format == VCATTN_V_FORMAT_FP32 &&
-                        config->p_format == VCATTN_P_FORMAT_FP32);
-    /* the grouped restore where the kernel has it: every E4M3-class P (the exp path,
-     * ExpCast, the tail line, the split, either scale); NVFP4 P (no GPU kernel; its P~
-     * of 2688 would not fit the FP16 coefficient) and FP32 P restore one block at a time */
-    c.restore_group = config->p_format == VCATTN_P_FORMAT_E4M3 || config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ||
-                      config->p_format == VCATTN_P_FORMAT_EXPCAST || config->p_format == VCATTN_P_FORMAT_SPLIT;
-    c.p_log2_offset = config->p_format == VCATTN_P_FORMAT_E4M3 && config->p_scale == VCATTN_P_SCALE_BLOCK_MAX
-                          ? VC_BLOCKMAX_E4M3_P_LOG2_OFFSET
-                      : config->p_format == VCATTN_P_FORMAT_E4M3  ? VC_SAGE2_P_LOG2_OFFSET
-                      : config->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE3_P_LOG2_OFFSET
-                                                                  : 0.0f;
-    c.lse_log2_bias = config->p_format == VCATTN_P_FORMAT_EXPCAST || config->p_format == VCATTN_P_FORMAT_SPLIT
-                          ? log2(VC_EXPCAST_P_SCALE)
-                      : config->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ? (double)VC_EXPCAST_TAIL_P_LOG2_SCALE
-                                                                         : 0.0;
+    sim_derive(&c, config);
     c.tiles = (p->seq_q + VC_TILE_Q - 1) / VC_TILE_Q;
     c.n_out = p->seq_q;
     int64_t tasks = c.tiles;
@@ -146,6 +157,7 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
         for (int64_t h = 0; h < p->heads && st == VCATTN_STATUS_SUCCESS; ++h) {
             c.b = b;
             c.h = h;
+            sim_derive(&c, head_exact && head_exact[b * p->heads + h] ? &exact_cfg : config);
             if ((st = vc_sim_head_data_alloc(&c.hd, p->seq_kv, p->head_dim))) break;
             if (config->v_smooth && perm) {
                 c.hd.perm = perm + (b * p->heads + h) * p->seq_kv;
@@ -176,7 +188,7 @@ vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
                                         const int32_t *perm, vcattn_sim_outputs *extra) {
     vcattn_status st = vcattn_attention_params_validate(p);
     if (st) return st;
-    return simulate_run(p, config, perm, NULL, 0, extra);
+    return simulate_run(p, config, perm, NULL, NULL, 0, extra);
 }
 
 vcattn_status vcattn_simulate_attention_rows(const vcattn_attention_params *p,
@@ -185,5 +197,15 @@ vcattn_status vcattn_simulate_attention_rows(const vcattn_attention_params *p,
                                              int64_t n_rows, vcattn_sim_outputs *extra) {
     vcattn_status st = vc_rows_params_validate(p, rows, n_rows);
     if (st) return st;
-    return simulate_run(p, config, perm, rows, n_rows, extra);
+    return simulate_run(p, config, perm, NULL, rows, n_rows, extra);
+}
+
+vcattn_status vcattn_simulate_attention_heads(const vcattn_attention_params *p,
+                                              const vcattn_method_config *config,
+                                              const int32_t *perm, const uint8_t *head_exact,
+                                              const int64_t *rows, int64_t n_rows,
+                                              vcattn_sim_outputs *extra) {
+    vcattn_status st = rows ? vc_rows_params_validate(p, rows, n_rows) : vcattn_attention_params_validate(p);
+    if (st) return st;
+    return simulate_run(p, config, perm, head_exact, rows, n_rows, extra);
 }

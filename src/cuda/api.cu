@@ -10,7 +10,7 @@
 #include "preprocess/launch.cuh"
 #include "vcattn.h"
 
-cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s);
+cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int exact_mode, int out_bf16, cudaStream_t s);
 
 static int64_t vc_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static size_t vc_align256(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -24,6 +24,19 @@ static int vc_mode_of(vcattn_method m) {
     case VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT: return VC_MODE_EXPCAST_BLOCKMAX;
     case VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT: return VC_MODE_VSMOOTH_BLOCKMAX;
     case VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT: return VC_MODE_SPLIT_BLOCKMAX;
+    default: return -1;
+    }
+}
+
+/* The kernel of vcattn_method_exact_p: the exp path against the same scale. */
+static int vc_exact_mode_of(int mode) {
+    switch (mode) {
+    case VC_MODE_VSMOOTH:
+    case VC_MODE_EXPCAST:
+    case VC_MODE_EXPCAST_TAIL: return VC_MODE_VSMOOTH;
+    case VC_MODE_VSMOOTH_BLOCKMAX:
+    case VC_MODE_EXPCAST_BLOCKMAX:
+    case VC_MODE_SPLIT_BLOCKMAX: return VC_MODE_VSMOOTH_BLOCKMAX;
     default: return -1;
     }
 }
@@ -48,6 +61,7 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
     /* grid.y = B*H, int32 token indices inside the kernels */
     if (p->batch * p->heads > 65535 || p->seq_q > (1 << 30) || p->seq_kv > (1 << 30)) return VCATTN_STATUS_BAD_SHAPE;
     if (vc_mode_of(p->method) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (p->head_exact && vc_exact_mode_of(vc_mode_of(p->method)) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
     if ((unsigned)p->input_dtype > VCATTN_GPU_DTYPE_FP16 || (unsigned)p->output_dtype > VCATTN_GPU_DTYPE_FP16)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (!(p->softmax_scale <= 0.0) && !isfinite(p->softmax_scale)) return VCATTN_STATUS_INVALID_ARGUMENT;
@@ -225,9 +239,10 @@ extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p,
     a.bm_descent = vc_blockmax_descent(a.nkb);
     a.output_flag = (unsigned *)(w + L.output_flag);
     a.direct_heads = (const unsigned *)(w + L.direct_heads);
+    a.head_exact = p->head_exact;
     const int BH = (int)(p->batch * p->heads), mode = vc_mode_of(p->method);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
-    cudaError_t e = vc_attn_launch(a, BH, mode, bf16, (cudaStream_t)stream);
+    cudaError_t e = vc_attn_launch(a, BH, mode, vc_exact_mode_of(mode), bf16, (cudaStream_t)stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 

@@ -66,11 +66,16 @@ struct vc_attn_args {
     float c0; /* (float)(softmax scale * log2 e) */
     float bm_descent; /* the block-max scale's fall per block, vc_blockmax_descent(nkb) */
     unsigned *output_flag; /* set (atomicOr 1) when a row's output or LSE is not finite */
-    const unsigned *direct_heads; /* per (batch, head), 1 where some scale a = 8c
-                                     may pass 2^-7 (direct_heads.cu): the DIRECT kernel's heads */
+    const unsigned *direct_heads; /* per (batch, head): bit 0 where some scale a = 8c may pass
+                                     2^-7 (the DIRECT kernel's heads), bit 1 where the head
+                                     writes P by the exact exponential (direct_heads.cu) */
+    const uint8_t *head_exact;    /* the caller's per-head exact-P flags, NULL = none */
+    unsigned head_gate;           /* the bit 1 of the heads this launch runs (kernel.cu) */
 };
 
 /* direct_heads.cu: fills a.direct_heads (written by this launch, read by the kernels behind it) */
+#define VC_HEAD_DIRECT 1u /* a.direct_heads: the two-rounding P */
+#define VC_HEAD_EXACT 2u  /* a.direct_heads: the exact-exponential sibling's kernel */
 cudaError_t vc_direct_heads_launch(const vc_attn_args &a, int BH, cudaStream_t s);
 
 /* CPT = channels per lane (D / 32) of a row, loaded as CPT 16-bit values. */

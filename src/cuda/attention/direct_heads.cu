@@ -16,7 +16,10 @@
  * 8 fl(fl(c0 q_max) k_max), passes 2^-7.  Rounding is monotone, so every
  * thread's a = 8 fl(fl(c0 q) k) is at most that: the flagged heads are a
  * superset of those that need it, and inside the DIRECT kernel each thread
- * still decides on its own a. */
+ * still decides on its own a.
+ *
+ * The same word carries the caller's per-head P choice (a plan's head recipes): bit 1 sends
+ * the head to the exact-exponential sibling's kernels, launched behind the method's own. */
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -26,7 +29,8 @@
 #define VC_DIRECT_THREADS 256
 
 __global__ void __launch_bounds__(VC_DIRECT_THREADS)
-    vc_direct_heads_kernel(const float *q_scale, const float *k_scale, int nq, int nk, float c0, unsigned *flags) {
+    vc_direct_heads_kernel(const float *q_scale, const float *k_scale, int nq, int nk, float c0,
+                           const uint8_t *head_exact, unsigned *flags) {
     __shared__ float red[2][VC_DIRECT_THREADS / 32];
     const int bh = blockIdx.x, tid = threadIdx.x;
     const float *qs = q_scale + (size_t)bh * nq, *ks = k_scale + (size_t)bh * nk;
@@ -48,14 +52,15 @@ __global__ void __launch_bounds__(VC_DIRECT_THREADS)
             km = fmaxf(km, red[1][w]);
         }
         const float cq = c0 * qm, c = cq * km; /* the kernel's products, in its order */
-        flags[bh] = 8.0f * c > VC_EXPCAST_MAGIC_MAX_A ? 1u : 0u;
+        flags[bh] = (8.0f * c > VC_EXPCAST_MAGIC_MAX_A ? VC_HEAD_DIRECT : 0u) |
+                    (head_exact && head_exact[bh] ? VC_HEAD_EXACT : 0u);
     }
 }
 
 cudaError_t vc_direct_heads_launch(const vc_attn_args &a, int BH, cudaStream_t s) {
     /* q_scale: (BH, sq_pad / 64, 32); k_scale: (BH, nkb, 4) (api.cu's layout) */
     const int nq = a.sq_pad / 64 * 32, nk = a.nkb * 4;
-    vc_direct_heads_kernel<<<BH, VC_DIRECT_THREADS, 0, s>>>(a.q_scale, a.k_scale, nq, nk, a.c0,
+    vc_direct_heads_kernel<<<BH, VC_DIRECT_THREADS, 0, s>>>(a.q_scale, a.k_scale, nq, nk, a.c0, a.head_exact,
                                                            (unsigned *)a.direct_heads);
     return cudaGetLastError();
 }

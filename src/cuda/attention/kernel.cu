@@ -42,10 +42,10 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int bh = blockIdx.y, qtile = blockIdx.x, nkb = a.nkb;
-    /* each head runs in exactly one of the two kernels (DIRECT: the heads
-     * whose score scale needs the two-rounding P, direct_heads.cu); the
-     * whole CTA leaves */
-    if ((a.direct_heads[bh] != 0u) != DIRECT) return;
+    /* each head runs in exactly one kernel: its P path (a.head_gate: the method's or the
+     * exact sibling's) and DIRECT for the heads whose score scale needs the two-rounding P
+     * (direct_heads.cu); the whole CTA leaves */
+    if (a.direct_heads[bh] != (a.head_gate | (DIRECT ? VC_HEAD_DIRECT : 0u))) return;
 
     if (tid == 0) {
         for (int s = 0; s < VC_ATT_STAGES; ++s) {
@@ -132,9 +132,10 @@ static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &ma
     return e;
 }
 
-cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16, cudaStream_t s) {
-    vc_tma_maps maps;
-    if (!vc_attn_make_maps(a, BH, &maps)) return cudaErrorInvalidValue;
+/* One P path's kernels (either output type): its heads are those whose a.direct_heads bit 1
+ * equals a.head_gate. */
+static cudaError_t vc_attn_launch_mode(const vc_attn_args &a, const vc_tma_maps &maps, int BH, int mode, int out_bf16,
+                                       cudaStream_t s) {
     switch (mode) {
     case VC_MODE_SAGE2:
         return out_bf16 ? vc_attn_launch_t<VC_MODE_SAGE2, __nv_bfloat16>(a, maps, BH, s)
@@ -158,4 +159,18 @@ cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int out_bf16
         return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST, __nv_bfloat16>(a, maps, BH, s)
                         : vc_attn_launch_t<VC_MODE_EXPCAST, __half>(a, maps, BH, s);
     }
+}
+
+/* The method's kernels, then (with per-head exact-P flags) the exact sibling's for the
+ * flagged heads: the P path of a head is a launch choice, the kernels stay as they are. */
+cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int exact_mode, int out_bf16, cudaStream_t s) {
+    vc_tma_maps maps;
+    if (!vc_attn_make_maps(a, BH, &maps)) return cudaErrorInvalidValue;
+    vc_attn_args own = a;
+    own.head_gate = 0u;
+    cudaError_t e = vc_attn_launch_mode(own, maps, BH, mode, out_bf16, s);
+    if (e != cudaSuccess || !a.head_exact) return e;
+    vc_attn_args exact = a;
+    exact.head_gate = VC_HEAD_EXACT;
+    return vc_attn_launch_mode(exact, maps, BH, exact_mode, out_bf16, s);
 }

@@ -1,0 +1,115 @@
+/* head_policy.c - the per-head recipes of a V-Smooth plan: measure every recipe of a
+ * method on sampled query rows against the FP64 reference, and choose one per head.
+ *
+ * Why per head: the heads of one layer differ in what limits them (docs/fidelity-analysis.md,
+ * "Heads that lose"): on sink heads the k-means order puts the sink tokens' keys into shared
+ * INT8 quantization groups and the probability error grows, on peaked heads the split's
+ * ExpCast keys are the error.  Measured on the rows, not predicted from a statistic: the
+ * choice uses the same numerics the call will run. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* recipe r beats recipe best (ties keep the lower, faster one) */
+static int vc_better(const double *ps, int r, int best) { return best < 0 || ps[r] > ps[best]; }
+
+static int vc_best_of(const double *ps, int lo, int hi) {
+    int best = -1;
+    for (int r = lo; r < hi; ++r)
+        if (!isnan(ps[r]) && vc_better(ps, r, best)) best = r;
+    return best;
+}
+
+vcattn_status vcattn_head_recipes_choose(vcattn_head_policy policy, int64_t n_heads, const double *psnr,
+                                         const double *floor_db, double margin_db, uint8_t *recipe) {
+    if (!psnr || !recipe) return VCATTN_STATUS_NULL_POINTER;
+    if (n_heads <= 0) return VCATTN_STATUS_BAD_SHAPE;
+    if ((unsigned)policy >= VCATTN_HEAD_POLICY_COUNT || !isfinite(margin_db)) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (policy == VCATTN_HEAD_POLICY_FLOOR && !floor_db) return VCATTN_STATUS_NULL_POINTER;
+    for (int64_t h = 0; h < n_heads; ++h) {
+        const double *ps = psnr + h * VCATTN_RECIPE_COUNT;
+        /* the method's P (recipes 0, 1) is the fast kernel; the exact P (2, 3) the slower */
+        const int fast = vc_best_of(ps, 0, VCATTN_RECIPE_EXACT_P);
+        const int any = vc_best_of(ps, 0, VCATTN_RECIPE_COUNT);
+        int r = any;
+        if (policy == VCATTN_HEAD_POLICY_FASTEST) {
+            r = fast;
+        } else if (policy == VCATTN_HEAD_POLICY_FLOOR) {
+            const double need = floor_db[h] + margin_db;
+            const int exact = vc_best_of(ps, VCATTN_RECIPE_EXACT_P, VCATTN_RECIPE_COUNT);
+            if (fast >= 0 && ps[fast] >= need) r = fast;
+            else if (exact >= 0 && ps[exact] >= need) r = exact;
+        }
+        recipe[h] = (uint8_t)(r < 0 ? 0 : r); /* nothing measured: the method as it is */
+    }
+    return VCATTN_STATUS_SUCCESS;
+}
+
+/* PSNR per (batch, head) of out against ref, both (BH, n, D) contiguous */
+static void vc_psnr_heads(const float *ref, const float *out, int64_t bh, int64_t n, int64_t d, double *ps,
+                          int64_t stride) {
+    for (int64_t i = 0; i < bh; ++i) {
+        const float *r = ref + i * n * d, *o = out + i * n * d;
+        double peak = 0.0, err2 = 0.0;
+        for (int64_t j = 0; j < n * d; ++j) {
+            const double e = (double)o[j] - (double)r[j];
+            err2 += e * e;
+            if (fabs((double)r[j]) > peak) peak = fabs((double)r[j]);
+        }
+        const double rmse = sqrt(err2 / (double)(n * d));
+        ps[i * stride] = rmse > 0.0 ? 20.0 * log10(peak / rmse) : INFINITY;
+    }
+}
+
+vcattn_status vcattn_head_recipes_measure(const vcattn_attention_params *p, vcattn_method method,
+                                          const int32_t *perm, const int64_t *rows, int64_t n_rows,
+                                          double *psnr, double *floor_db) {
+    if (!p || !perm || !rows || !psnr || !floor_db) return VCATTN_STATUS_NULL_POINTER;
+    vcattn_status st = vc_rows_params_validate(p, rows, n_rows);
+    if (st) return st;
+    vcattn_method_config cfg, exact, host;
+    if ((st = vcattn_method_config_get(method, &cfg))) return st;
+    if ((st = vcattn_method_exact_p(&cfg, &exact))) return st;
+    if ((st = vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &host))) return st;
+    const int64_t bh = p->batch * p->heads, S = p->seq_kv, D = p->head_dim;
+    int64_t n_out, n_perm;
+    if (!vc_mul_i64(bh, n_rows * D, &n_out) || !vc_mul_i64(bh, S, &n_perm) ||
+        (uint64_t)n_out > SIZE_MAX / sizeof(float) || (uint64_t)n_perm > SIZE_MAX / sizeof(int32_t))
+        return VCATTN_STATUS_SIZE_OVERFLOW;
+    float *ref = (float *)malloc(sizeof(float) * (size_t)n_out), *out = (float *)malloc(sizeof(float) * (size_t)n_out);
+    int32_t *ident = (int32_t *)malloc(sizeof(int32_t) * (size_t)n_perm);
+    uint8_t *all_exact = (uint8_t *)malloc((size_t)bh);
+    if (!ref || !out || !ident || !all_exact) {
+        free(ref);
+        free(out);
+        free(ident);
+        free(all_exact);
+        return VCATTN_STATUS_OUT_OF_MEMORY;
+    }
+    for (int64_t i = 0; i < bh; ++i)
+        for (int64_t s = 0; s < S; ++s) ident[i * S + s] = (int32_t)s;
+    memset(all_exact, 1, (size_t)bh);
+    /* outputs go to compact (BH, n_rows, D) buffers of our own */
+    vcattn_attention_params q = *p;
+    q.o_stride[0] = p->heads * n_rows * D;
+    q.o_stride[1] = n_rows * D;
+    q.o_stride[2] = D;
+    q.lse = NULL;
+    q.o = ref;
+    st = vcattn_reference_attention_rows(&q, rows, n_rows);
+    q.o = out;
+    if (!st) st = vcattn_simulate_attention_rows(&q, &host, NULL, rows, n_rows, NULL);
+    if (!st) vc_psnr_heads(ref, out, bh, n_rows, D, floor_db, 1);
+    for (int r = 0; r < VCATTN_RECIPE_COUNT && !st; ++r) {
+        st = vcattn_simulate_attention_heads(&q, &cfg, (r & VCATTN_RECIPE_SEQUENCE) ? ident : perm,
+                                             (r & VCATTN_RECIPE_EXACT_P) ? all_exact : NULL, rows, n_rows, NULL);
+        if (!st) vc_psnr_heads(ref, out, bh, n_rows, D, psnr + r, VCATTN_RECIPE_COUNT);
+    }
+    free(ref);
+    free(out);
+    free(ident);
+    free(all_exact);
+    return st;
+}

@@ -1,0 +1,231 @@
+/* test_head_policy.c - per-head recipes: the simulation runs each head its own way
+ * (bit-identical to the method run alone), the measurement reports what the simulation
+ * and the reference say on the same rows, and the choice follows its rule. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "vcattn.h"
+
+/* recipes in a row: k-means/method P, sequence/method P, k-means/exact, sequence/exact */
+TEST(head_recipes_choose_rule) {
+    const double psnr[] = {
+        50.0, 49.0, 52.0, 51.0, /* head 0: the fast recipe clears the floor (48) */
+        47.5, 48.2, 49.0, 48.5, /* head 1: only sequence order clears 48 among the fast ones */
+        46.0, 46.5, 48.4, 47.0, /* head 2: only the exact P clears 48 */
+        40.0, 41.0, 42.0, 43.0, /* head 3: nothing clears 48: the most faithful */
+        NAN,  45.0, NAN,  NAN,  /* head 4: one recipe measured */
+    };
+    const double floor_db[] = {48.0, 48.0, 48.0, 48.0, 44.0};
+    uint8_t r[5];
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 5, psnr, floor_db, 0.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    CHECK_EQ_INT(r[0], 0);
+    CHECK_EQ_INT(r[1], VCATTN_RECIPE_SEQUENCE);
+    CHECK_EQ_INT(r[2], VCATTN_RECIPE_EXACT_P);
+    CHECK_EQ_INT(r[3], VCATTN_RECIPE_SEQUENCE | VCATTN_RECIPE_EXACT_P);
+    CHECK_EQ_INT(r[4], VCATTN_RECIPE_SEQUENCE);
+    /* a margin moves head 0's fast recipe below the floor: the exact one (52 >= 48 + 3) */
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, floor_db, 3.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    CHECK_EQ_INT(r[0], VCATTN_RECIPE_EXACT_P);
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FASTEST, 5, psnr, NULL, 0.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    const uint8_t fastest[5] = {0, 1, 1, 1, 1};
+    CHECK(memcmp(r, fastest, 5) == 0);
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FAITHFUL, 5, psnr, NULL, 0.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    const uint8_t faithful[5] = {2, 2, 2, 3, 1};
+    CHECK(memcmp(r, faithful, 5) == 0);
+    /* ties go to the faster / k-means recipe */
+    const double tie[] = {50.0, 50.0, 50.0, 50.0};
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FAITHFUL, 1, tie, NULL, 0.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    CHECK_EQ_INT(r[0], 0);
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, NULL, 0.0, r),
+                 VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_COUNT, 1, psnr, floor_db, 0.0, r),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, floor_db, NAN, r),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 0, psnr, floor_db, 0.0, r),
+                 VCATTN_STATUS_BAD_SHAPE);
+}
+
+TEST(method_exact_p) {
+    vcattn_method_config c, e;
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, &c), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_method_exact_p(&c, &e), VCATTN_STATUS_SUCCESS);
+    vcattn_method_config want;
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT, &want), VCATTN_STATUS_SUCCESS);
+    CHECK(memcmp(&e, &want, sizeof e) == 0);
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, &c), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_method_exact_p(&c, &e), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_8BIT, &want), VCATTN_STATUS_SUCCESS);
+    CHECK(memcmp(&e, &want, sizeof e) == 0);
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &c), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_method_exact_p(&c, &e), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_4BIT, &c), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_method_exact_p(&c, &e), VCATTN_STATUS_INVALID_ARGUMENT);
+}
+
+typedef struct {
+    int64_t B, H, S, D;
+    float *q, *k, *v;
+    int32_t *perm;
+} hp_inputs;
+
+static void hp_make(hp_inputs *in, int64_t B, int64_t H, int64_t S, int64_t D) {
+    test_rng rng = {test_seed()};
+    in->B = B, in->H = H, in->S = S, in->D = D;
+    const int64_t n = B * H * S * D;
+    in->q = (float *)malloc(sizeof(float) * (size_t)n);
+    in->k = (float *)malloc(sizeof(float) * (size_t)n);
+    in->v = (float *)malloc(sizeof(float) * (size_t)n);
+    in->perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * H * S));
+    for (int64_t i = 0; i < n; ++i) {
+        in->q[i] = (float)(2.0 * test_rng_normal(&rng));
+        in->k[i] = (float)(test_rng_normal(&rng) + 0.5);
+        in->v[i] = (float)(test_rng_normal(&rng) + ((i / D) % 37 == 0 ? 8.0 : 0.3)); /* a few large tokens */
+    }
+    for (int64_t bh = 0; bh < B * H; ++bh) { /* a random order per head */
+        int32_t *p = in->perm + bh * S;
+        for (int64_t s = 0; s < S; ++s) p[s] = (int32_t)s;
+        for (int64_t s = S - 1; s > 0; --s) {
+            int64_t j = (int64_t)(test_rng_uniform(&rng) * (double)(s + 1));
+            if (j > s) j = s;
+            int32_t t = p[s];
+            p[s] = p[j];
+            p[j] = t;
+        }
+    }
+}
+
+static void hp_free(hp_inputs *in) {
+    free(in->q);
+    free(in->k);
+    free(in->v);
+    free(in->perm);
+}
+
+/* A head with the exact flag equals the exact sibling run alone, the others the method
+ * alone, and a head whose order is the identity equals sequence order: bit for bit. */
+TEST(simulate_heads_per_head_recipes) {
+    hp_inputs in;
+    hp_make(&in, 1, 3, 300, 64);
+    const int64_t n = in.B * in.H * in.S * in.D, S = in.S;
+    float *o = (float *)malloc(sizeof(float) * (size_t)n), *oa = (float *)malloc(sizeof(float) * (size_t)n),
+          *ob = (float *)malloc(sizeof(float) * (size_t)n);
+    int32_t *mixed = (int32_t *)malloc(sizeof(int32_t) * (size_t)(in.H * S));
+    memcpy(mixed, in.perm, sizeof(int32_t) * (size_t)(in.H * S));
+    for (int64_t s = 0; s < S; ++s) mixed[2 * S + s] = (int32_t)s; /* head 2: sequence order */
+    const uint8_t exact[3] = {0, 1, 1};
+    vcattn_method_config cfg, ex;
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, &cfg), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_method_exact_p(&cfg, &ex), VCATTN_STATUS_SUCCESS);
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, in.B, in.H, S, S, in.D, in.q, in.k, in.v, o);
+    CHECK_STATUS(vcattn_simulate_attention_heads(&p, &cfg, mixed, exact, NULL, 0, NULL), VCATTN_STATUS_SUCCESS);
+    p.o = oa;
+    CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, in.perm, NULL), VCATTN_STATUS_SUCCESS);
+    p.o = ob;
+    CHECK_STATUS(vcattn_simulate_attention(&p, &ex, in.perm, NULL), VCATTN_STATUS_SUCCESS);
+    const size_t head = sizeof(float) * (size_t)(S * in.D);
+    CHECK(memcmp(o, oa, head) == 0);                           /* head 0: the method */
+    CHECK(memcmp(o + S * in.D, ob + S * in.D, head) == 0);     /* head 1: the exact P */
+    CHECK(memcmp(o + S * in.D, oa + S * in.D, head) != 0);     /* ... which is another P */
+    CHECK_STATUS(vcattn_simulate_attention(&p, &ex, NULL, NULL), VCATTN_STATUS_SUCCESS);
+    CHECK(memcmp(o + 2 * S * in.D, ob + 2 * S * in.D, head) == 0); /* head 2: exact, sequence order */
+    /* sampled rows: the same rows of the full run */
+    int64_t rows[7];
+    CHECK_STATUS(vcattn_strided_rows(S, 7, rows), VCATTN_STATUS_SUCCESS);
+    float *orow = (float *)malloc(sizeof(float) * (size_t)(in.H * 7 * in.D));
+    p.o = orow;
+    p.o_stride[0] = in.H * 7 * in.D;
+    p.o_stride[1] = 7 * in.D;
+    p.o_stride[2] = in.D;
+    CHECK_STATUS(vcattn_simulate_attention_heads(&p, &cfg, mixed, exact, rows, 7, NULL), VCATTN_STATUS_SUCCESS);
+    int same = 1;
+    for (int64_t h = 0; h < in.H; ++h)
+        for (int i = 0; i < 7; ++i)
+            same &= memcmp(orow + (h * 7 + i) * in.D, o + (h * S + rows[i]) * in.D, sizeof(float) * (size_t)in.D) == 0;
+    CHECK(same);
+    /* a method without an exact sibling is refused, as is a bad permutation */
+    vcattn_method_config sage;
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &sage), VCATTN_STATUS_SUCCESS);
+    p.o = o;
+    memcpy(p.o_stride, (int64_t[3]){in.H * S * in.D, S * in.D, in.D}, sizeof p.o_stride);
+    CHECK_STATUS(vcattn_simulate_attention_heads(&p, &sage, NULL, exact, NULL, 0, NULL),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+    mixed[5] = mixed[6];
+    CHECK_STATUS(vcattn_simulate_attention_heads(&p, &cfg, mixed, exact, NULL, 0, NULL),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+    free(o);
+    free(oa);
+    free(ob);
+    free(orow);
+    free(mixed);
+    hp_free(&in);
+}
+
+static double hp_psnr(const float *ref, const float *out, int64_t n) {
+    vcattn_fidelity f;
+    if (vcattn_fidelity_compare(ref, out, n, &f) != VCATTN_STATUS_SUCCESS) return NAN;
+    return f.psnr_db;
+}
+
+/* The measurement is what the reference and the simulation say on those rows, recipe by
+ * recipe (so a recipe's bits cannot be crossed), and its floor is sage2-8bit's. */
+TEST(head_recipes_measure_matches_simulation) {
+    hp_inputs in;
+    hp_make(&in, 1, 2, 400, 128);
+    const int64_t S = in.S, D = in.D, H = in.H, nr = 16;
+    int64_t rows[16];
+    CHECK_STATUS(vcattn_strided_rows(S, nr, rows), VCATTN_STATUS_SUCCESS);
+    float *scratch = (float *)malloc(sizeof(float) * (size_t)(H * nr * D));
+    float *ref = (float *)malloc(sizeof(float) * (size_t)(H * nr * D));
+    float *out = (float *)malloc(sizeof(float) * (size_t)(H * nr * D));
+    int32_t *ident = (int32_t *)malloc(sizeof(int32_t) * (size_t)(H * S));
+    for (int64_t i = 0; i < H * S; ++i) ident[i] = (int32_t)(i % S);
+    vcattn_attention_params p;
+    vcattn_attention_params_init(&p, 1, H, S, S, D, in.q, in.k, in.v, scratch);
+    p.o_stride[0] = H * nr * D;
+    p.o_stride[1] = nr * D;
+    p.o_stride[2] = D;
+    double psnr[2 * VCATTN_RECIPE_COUNT], floor_db[2];
+    CHECK_STATUS(vcattn_head_recipes_measure(&p, VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, in.perm, rows, nr, psnr,
+                                             floor_db),
+                 VCATTN_STATUS_SUCCESS);
+    vcattn_attention_params r = p;
+    r.o = ref;
+    CHECK_STATUS(vcattn_reference_attention_rows(&r, rows, nr), VCATTN_STATUS_SUCCESS);
+    vcattn_method_config cfg, sage;
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, &cfg), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &sage), VCATTN_STATUS_SUCCESS);
+    r.o = out;
+    CHECK_STATUS(vcattn_simulate_attention_rows(&r, &sage, NULL, rows, nr, NULL), VCATTN_STATUS_SUCCESS);
+    for (int64_t h = 0; h < H; ++h)
+        CHECK_NEAR(floor_db[h], hp_psnr(ref + h * nr * D, out + h * nr * D, nr * D), 1e-9);
+    const uint8_t all[2] = {1, 1};
+    for (int rc = 0; rc < VCATTN_RECIPE_COUNT; ++rc) {
+        CHECK_STATUS(vcattn_simulate_attention_heads(&r, &cfg, (rc & VCATTN_RECIPE_SEQUENCE) ? ident : in.perm,
+                                                     (rc & VCATTN_RECIPE_EXACT_P) ? all : NULL, rows, nr, NULL),
+                     VCATTN_STATUS_SUCCESS);
+        for (int64_t h = 0; h < H; ++h) {
+            const double want = hp_psnr(ref + h * nr * D, out + h * nr * D, nr * D);
+            CHECK_MSG(fabs(psnr[h * VCATTN_RECIPE_COUNT + rc] - want) <= 1e-9, "recipe %d head %lld: %g vs %g", rc,
+                      (long long)h, psnr[h * VCATTN_RECIPE_COUNT + rc], want);
+        }
+    }
+    /* the four recipes are four different computations */
+    CHECK(psnr[0] != psnr[1] && psnr[0] != psnr[2] && psnr[2] != psnr[3]);
+    CHECK_STATUS(vcattn_head_recipes_measure(&p, VCATTN_METHOD_SAGE2_8BIT, in.perm, rows, nr, psnr, floor_db),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_head_recipes_measure(&p, VCATTN_METHOD_VSMOOTH_8BIT, NULL, rows, nr, psnr, floor_db),
+                 VCATTN_STATUS_NULL_POINTER);
+    free(scratch);
+    free(ref);
+    free(out);
+    free(ident);
+    hp_free(&in);
+}
