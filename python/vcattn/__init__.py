@@ -9,6 +9,7 @@ hard dependency; torch tensors are accepted when torch is installed.
     ref = vcattn.reference_attention(q, k, v)                      # exact, FP64
     vcattn.fidelity(ref, out)                                      # rel_l2, cosine, psnr_db
     print(vcattn.evaluate(q, k, v).table())                        # every method, per head (vcattn.eval)
+    handle = vcattn.diffusers.enable(pipe)                         # a diffusers video pipeline (vcattn.diffusers)
 
 See docs/python.md.  The library is loaded from the package directory;
 $VCATTN_LIBRARY (a path to libvcattn.so) overrides it.
@@ -23,6 +24,7 @@ from .core import PlanCache, attention, expcast_facts, fidelity, merge_attention
 from .integration import VcattnAttnProcessor, attention_with_lse, flash_attn_forward, install_wan_processors, patch_sdpa
 from .plan import Plan, Schedule, block_energy_share, cube_permutation, kmeans_plan
 from . import parallel
+from . import diffusers
 from .parallel import RingAttention, UlyssesAttention
 from .capturing import capture
 
@@ -62,4 +64,4 @@ __all__ = ["VcattnError", "attention", "reference_attention", "fidelity", "merge
            "methods", "method_config", "DEFAULT_METHOD", "Plan", "PlanCache", "Schedule", "kmeans_plan",
            "cube_permutation", "block_energy_share", "library_info", "library_version", "patch_sdpa",
            "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors",
-           "parallel", "UlyssesAttention", "RingAttention", "evaluate", "EvalReport", "capture"]
+           "parallel", "diffusers", "UlyssesAttention", "RingAttention", "evaluate", "EvalReport", "capture"]

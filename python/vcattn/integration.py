@@ -1,6 +1,9 @@
-"""Integration helpers: the SDPA patch, the (out, lse) forward of xDiT / yunchang, and a
-diffusers attention processor for Wan.  Nothing here needs model weights; torch is
-imported only by the helpers that need it.
+"""Integration helpers: which calls vcattn runs (``unsupported``), the SDPA patch, the
+(out, lse) forward of xDiT / yunchang, and a diffusers attention processor wrapper.
+Nothing here needs model weights; torch is imported only by the helpers that need it.
+
+For diffusers pipelines use ``vcattn.diffusers.enable`` (any video transformer, any
+attention backend); ``VcattnAttnProcessor`` / ``install_wan_processors`` predate it.
 """
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ from ._methods import DEFAULT_METHOD, method_id
 from .core import PlanCache, attention, call
 from .plan import CACHE_STEP
 
-__all__ = ["patch_sdpa", "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors"]
+__all__ = ["patch_sdpa", "unsupported", "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor",
+           "install_wan_processors"]
 
 HEAD_DIMS = (64, 128)
 # Below this many keys the routed call goes to the original SDPA: cross-attention to ~512 text
@@ -65,6 +69,53 @@ def flash_attn_forward(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
     _tensors.kind_of(q, k, v)
     warn_once(("flash_attn_forward",) + tuple(reasons), f"{msg}; using the exact float32 fallback for these calls")
     return _fallback.attention(q, k, v, "NHD", softmax_scale, True, causal, window, softcap)
+
+
+# ---- which calls vcattn runs ---------------------------------------------------------------
+
+def unsupported(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, extra=None,
+                head_dims=HEAD_DIMS, layout: str = "HND"):
+    """Why vcattn cannot run this SDPA-like call: ``(reason, message)``, or None when it can.
+
+    The checks of ``patch_sdpa`` and ``vcattn.diffusers`` (shapes and flags only, so
+    torch.compile traces them).  q, k, v are 4-D, (B, H, S, D) for layout "HND" and
+    (B, S, H, D) for "NHD"; ``extra`` names arguments the caller does not know."""
+    import math
+
+    import torch
+
+    if extra:
+        return "kwargs", f"unknown SDPA arguments {sorted(extra)}"
+    if attn_mask is not None:
+        return "attn_mask", "attn_mask is not supported"
+    if dropout_p:
+        return "dropout", "dropout_p > 0 is not supported"
+    if is_causal:
+        return "causal", "is_causal=True is not supported"
+    if not all(isinstance(x, torch.Tensor) for x in (q, k, v)):
+        return "type", "q, k, v must be tensors"
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        axes = "(B, H, S, D)" if layout == "HND" else "(B, S, H, D)"
+        return "ndim", f"only 4-D {axes} inputs are routed (got {q.dim()}-D)"
+    if q.shape[-1] not in head_dims or k.shape[-1] != q.shape[-1] or v.shape[-1] != q.shape[-1]:
+        return "head_dim", (f"head_dim must be one of {tuple(head_dims)} and equal for q, k, v "
+                            f"(got {q.shape[-1]}, {k.shape[-1]}, {v.shape[-1]})")
+    h, s = (1, 2) if layout == "HND" else (2, 1)
+    if not (q.shape[0] == k.shape[0] == v.shape[0] and q.shape[h] == k.shape[h] == v.shape[h]):
+        return "heads", "batch and head counts of q, k, v must be equal (no broadcasting or GQA)"
+    if any(x.dtype not in (torch.float16, torch.bfloat16, torch.float32) for x in (q, k, v)):
+        return "dtype", "dtypes other than float16 / bfloat16 / float32"
+    if any(x.stride(-1) != 1 for x in (q, k, v)):
+        return "stride", "a non-contiguous head_dim axis"
+    if not (q.device == k.device == v.device):
+        return "device", "q, k, v on different devices"
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        return "scale", f"scale must be finite and > 0, got {scale!r}"
+    if q.shape[0] == 0 or q.shape[h] == 0 or q.shape[s] == 0 or k.shape[s] == 0:
+        return "empty", f"an empty batch, head or sequence axis (q {tuple(q.shape)}, k {tuple(k.shape)})"
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
+        return "autograd", "vcattn has no backward pass (tensors require grad)"
+    return None
 
 
 # ---- SDPA patch -----------------------------------------------------------------------------
@@ -210,45 +261,9 @@ class patch_sdpa:
         return f"<{self.summary()}>"
 
     # -- the replacement
-    def _unsupported(self, q, k, v, attn_mask, dropout_p, is_causal, scale, extra):
-        import math
-
-        import torch
-
-        if extra:
-            return "kwargs", f"unknown SDPA arguments {sorted(extra)}"
-        if attn_mask is not None:
-            return "attn_mask", "attn_mask is not supported"
-        if dropout_p:
-            return "dropout", "dropout_p > 0 is not supported"
-        if is_causal:
-            return "causal", "is_causal=True is not supported"
-        if not all(isinstance(x, torch.Tensor) for x in (q, k, v)):
-            return "type", "q, k, v must be tensors"
-        if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-            return "ndim", f"only 4-D (B, H, S, D) inputs are routed (got {q.dim()}-D)"
-        if q.shape[-1] not in self.head_dims or k.shape[-1] != q.shape[-1] or v.shape[-1] != q.shape[-1]:
-            return "head_dim", (f"head_dim must be one of {self.head_dims} and equal for q, k, v "
-                                f"(got {q.shape[-1]}, {k.shape[-1]}, {v.shape[-1]})")
-        if not (q.shape[0] == k.shape[0] == v.shape[0] and q.shape[1] == k.shape[1] == v.shape[1]):
-            return "heads", "batch and head counts of q, k, v must be equal (no broadcasting or GQA)"
-        if any(x.dtype not in (torch.float16, torch.bfloat16, torch.float32) for x in (q, k, v)):
-            return "dtype", "dtypes other than float16 / bfloat16 / float32"
-        if any(x.stride(-1) != 1 for x in (q, k, v)):
-            return "stride", "a non-contiguous head_dim axis"
-        if not (q.device == k.device == v.device):
-            return "device", "q, k, v on different devices"
-        if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
-            return "scale", f"scale must be finite and > 0, got {scale!r}"
-        if any(n == 0 for n in q.shape[:3]) or k.shape[2] == 0:
-            return "empty", f"an empty batch, head or sequence axis (q {tuple(q.shape)}, k {tuple(k.shape)})"
-        if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
-            return "autograd", "vcattn has no backward pass (tensors require grad)"
-        return None
-
     def _sdpa(self, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False, **extra):
-        why = self._unsupported(query, key, value, attn_mask, dropout_p, is_causal, scale, extra)
+        why = unsupported(query, key, value, attn_mask, dropout_p, is_causal, scale, extra, self.head_dims)
         short = why is None and key.shape[2] < self.min_seq_kv
         if short:
             why = "short_kv", None  # routing policy, not a failure: strict or not, it never raises
@@ -287,7 +302,9 @@ class patch_sdpa:
 # ---- diffusers ---------------------------------------------------------------------------------
 
 class VcattnAttnProcessor:
-    """A diffusers attention processor that runs another processor with SDPA routed through
+    """(Prefer ``vcattn.diffusers.enable``, which needs no processor and reaches every backend.)
+
+    A diffusers attention processor that runs another processor with SDPA routed through
     vcattn: self-attention always, cross-attention when ``cross_attention`` is True or a
     method name (e.g. ``"sage2-8bit"`` for the 512 text tokens), else with plain SDPA.
 
@@ -299,6 +316,9 @@ class VcattnAttnProcessor:
     ``min_seq_kv``: calls with fewer keys run plain SDPA (see ``patch_sdpa``), so even with
     ``cross_attention`` set, the 512 text tokens of Wan's cross-attention go to SDPA unless
     it is lowered.
+
+    On diffusers >= 0.35 the wrapped processor calls ``dispatch_attention_fn``, which reaches
+    SDPA (and so vcattn) only while the module's attention backend is the native one.
     """
 
     def __init__(self, base=None, *, layer_id=None, plan_cache: PlanCache | None = None,
@@ -348,9 +368,16 @@ class VcattnAttnProcessor:
 def install_wan_processors(transformer, plan_cache: PlanCache | None = None, *, method: str = DEFAULT_METHOD,
                            cross_attention=False, strict: bool = False, num_threads=None,
                            min_seq_kv: int = MIN_SEQ_KV) -> int:
-    """Wrap the processor of every attention module of a diffusers transformer (Wan:
+    """Deprecated: use ``vcattn.diffusers.enable(transformer, plan_cache=cache, ...)``, which
+    covers every diffusers video transformer and attention backend.
+
+    Wrap the processor of every attention module of a diffusers transformer (Wan:
     ``blocks.{i}.attn1`` self, ``blocks.{i}.attn2`` cross) in a VcattnAttnProcessor whose
     layer id is the module name.  Returns the number of modules wrapped."""
+    import warnings
+
+    warnings.warn("vcattn.install_wan_processors is deprecated: use vcattn.diffusers.enable(transformer, "
+                  "plan_cache=...), which covers every diffusers video transformer", DeprecationWarning, stacklevel=2)
     n = 0
     for name, module in transformer.named_modules():
         if not (hasattr(module, "set_processor") and hasattr(module, "processor")):
