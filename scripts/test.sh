@@ -26,12 +26,44 @@ cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure
 
 echo "== Python package tests (the in-tree package over build/libvcattn.so)"
-if python3 -c "import numpy, pytest" 2>/dev/null; then
-    python3 -c "import torch; print('   torch', torch.__version__, '- the torch, torch.compile and parallel tests run')" \
-        2>/dev/null || echo "   torch is not installed: the torch, torch.compile and parallel tests skip"
-    VCATTN_LIBRARY=build/libvcattn.so python3 -m pytest python/tests -q
-else
-    echo "   skipped: numpy and pytest are not installed"
+# Once with python3, then once more with each interpreter in VCATTN_EXTRA_PYTHONS (space-separated
+# paths; CI: the oldest supported stack's venv, .ci/run).  Each run says which stack it tests; a
+# failure on any of them fails the command (after all of them ran).  With
+# VCATTN_TEST_REQUIRE_STACK=1 (CI) a missing torch / diffusers / yunchang fails instead of skipping.
+py_stack() {
+    "$1" - <<'PY' 2>/dev/null || echo "(cannot run $1)"
+import sys
+from importlib.metadata import PackageNotFoundError, version
+def v(n):
+    try:
+        return version(n)
+    except PackageNotFoundError:
+        return "missing"
+print(f"python {sys.version.split()[0]}, torch {v('torch')}, diffusers {v('diffusers')}, "
+      f"yunchang {v('yunchang')}, numpy {v('numpy')}")
+PY
+}
+py_failed=()
+for py in python3 ${VCATTN_EXTRA_PYTHONS:-}; do
+    stack=$(py_stack "$py")
+    echo "-- Python tests on $py: $stack"
+    if ! "$py" -c "import numpy, pytest" 2>/dev/null; then
+        if [ "$py" = python3 ] && [ "${VCATTN_TEST_REQUIRE_STACK:-0}" != 1 ]; then
+            echo "   skipped: numpy and pytest are not installed"
+        else
+            echo "   FAIL: $py lacks numpy or pytest" >&2
+            py_failed+=("$py: $stack")
+        fi
+        continue
+    fi
+    case "$stack" in *"torch missing"*)
+        echo "   torch is not installed for $py: the torch, torch.compile, diffusers and parallel tests skip" ;;
+    esac
+    VCATTN_LIBRARY=build/libvcattn.so "$py" -m pytest python/tests -q || py_failed+=("$py: $stack")
+done
+if [ ${#py_failed[@]} -gt 0 ]; then
+    printf '   FAIL: the Python tests failed on %s\n' "${py_failed[@]}" >&2
+    exit 1
 fi
 
 echo "== ASan + UBSan build and tests"

@@ -386,9 +386,37 @@ def test_missing_yunchang_names_the_fix(monkeypatch):
 
 
 def test_the_pinned_version_is_the_tested_one():
-    assert vy.TESTED_YUNCHANG in open(os.path.join(os.path.dirname(__file__), "..", "..", ".ci", "run")).read()
+    # CI tests the pinned (oldest supported) yunchang and the newest release (.ci/run)
+    assert f"yunchang=={vy.TESTED_YUNCHANG}" in open(os.path.join(os.path.dirname(__file__), "..", "..", ".ci",
+                                                                  "run")).read()
     if os.environ.get("VCATTN_TEST_REQUIRE_YUNCHANG") == "1":
-        assert yunchang.__version__ == vy.TESTED_YUNCHANG
+        def key(ver):
+            return tuple(int(p) for p in ver.split("+")[0].split(".")[:3] if p.isdigit())
+        assert key(yunchang.__version__) >= key(vy.TESTED_YUNCHANG), yunchang.__version__
+
+
+def test_parallelize_wan_shards_both_rotary_embedding_forms():
+    # diffusers <= 0.34 passes Wan's blocks one complex (1, 1, S, D/2) rotary tensor, later releases
+    # a (cos, sin) tuple of (1, S, 1, D): each is cut along its sequence axis like the tokens
+    sp = object.__new__(vy.WanSequenceParallel)
+    sp.chunk, sp.size = 1, 2
+    g = torch.Generator().manual_seed(29)
+    hidden, text, temb = torch.randn(1, 12, 8, generator=g), torch.randn(1, 5, 8, generator=g), torch.randn(1, 6, 8)
+    rope = torch.randn(1, 1, 12, 4, generator=g)
+    h, t, e, r = sp._shard_inputs(None, (hidden, text, temb, rope))
+    assert torch.equal(h, hidden[:, 6:]) and torch.equal(r, rope[:, :, 6:]) and t is text and e is temb
+    cos, sin = torch.randn(1, 12, 1, 8, generator=g), torch.randn(1, 12, 1, 8, generator=g)
+    h, _, _, r = sp._shard_inputs(None, (hidden, text, temb, (cos, sin)))
+    assert isinstance(r, tuple) and len(r) == 2
+    assert torch.equal(h, hidden[:, 6:]) and torch.equal(r[0], cos[:, 6:]) and torch.equal(r[1], sin[:, 6:])
+    h2, _, _, r2 = sp._shard_inputs(None, (h, text, temb, (cos, sin)))   # a later block: its chunk already
+    assert h2 is h and torch.equal(r2[1], sin[:, 6:])
+    with pytest.raises(ValueError, match="different sequence lengths"):
+        sp._shard_inputs(None, (hidden, text, temb, (cos, sin[:, :10])))
+    with pytest.raises(ValueError, match="got 5 tokens"):
+        sp._shard_inputs(None, (hidden[:, :5], text, temb, (cos, sin)))
+    with pytest.raises(TypeError, match="rotary embedding"):
+        sp._shard_inputs(None, (hidden, text, temb, "rope"))
 
 
 @pytest.mark.skipif(not has_wan(), reason="diffusers with WanTransformer3DModel is not installed")

@@ -214,7 +214,7 @@ class _SelfAttentionProcessor:
             raise RuntimeError(f"vcattn.yunchang.parallelize_wan: the self-attention processor "
                                f"{type(self.base).__name__} did not call torch.nn.functional."
                                "scaled_dot_product_attention, so its attention cannot run across ranks; use "
-                               "diffusers' Wan processor (tested with diffusers 0.34.0)")
+                               "diffusers' Wan processor (tested with diffusers 0.34.0 and 0.42.1)")
         return out
 
 
