@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     print(f"  default method: {r['default_method']}")
     for m in r["methods"]:
         kernel = m["gpu_kernel"] and gpu["kernels_built"]
-        print(f"  method {m['name']:28s} {'GPU kernel + CPU simulation' if kernel else 'CPU simulation only'}")
+        print(f"  method {m['name']:30s} {'GPU kernel + CPU simulation' if kernel else 'CPU simulation only'}")
     for name, i in r["integrations"].items():
         print(f"  {name:10s} {i['version'] if i['importable'] else 'not importable (' + i['why'] + ')'}")
     return 0
