@@ -24,8 +24,8 @@ diffusers' video transformers attend in one of two ways, and enable() catches bo
   function in ``torch.nn.functional`` for a router.
 
 Both routers act only inside an attention module of an enabled transformer: a forward
-pre-hook on each module (every submodule with a ``processor`` and ``set_processor``:
-diffusers' ``Attention`` and ``AttentionModuleMixin`` classes) names the layer, a forward
+pre-hook on each module (every submodule with a ``processor``: diffusers' ``Attention``,
+``AttentionModuleMixin`` and model-specific classes such as ``MochiAttention``) names the layer, a forward
 hook clears it.  Elsewhere (text encoders, VAEs, other models) the calls pass through
 untouched, and inside the dispatch's own fallback the SDPA router passes too.  Processors
 are not replaced (their signatures, ``set_attention_backend`` and other engines' hooks are
@@ -332,7 +332,7 @@ class VcattnHandle:
     def _enable(self):
         for prefix, t in self._transformers:
             for name, module in t.named_modules():
-                if not (hasattr(module, "processor") and callable(getattr(module, "set_processor", None))):
+                if not callable(getattr(module, "processor", None)):
                     continue
                 proc = getattr(module, "processor", None)
                 if type(proc).__module__.split(".")[0] == "vcattn":
