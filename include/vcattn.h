@@ -194,9 +194,10 @@ vcattn_status vcattn_method_exact_p(const vcattn_method_config *config, vcattn_m
 #define VCATTN_RECIPE_COUNT 4     /* recipe 0: the plan's k-means order, the method's P */
 
 typedef enum vcattn_head_policy {
-    VCATTN_HEAD_POLICY_FLOOR = 0, /* per head the fastest recipe whose measured PSNR is at least
-                                     the host recipe's (sage2-8bit) on the same rows; if none
-                                     is, the most faithful */
+    VCATTN_HEAD_POLICY_FLOOR = 0, /* per head the first recipe, in the order 0 1 2 3 (fastest,
+                                     and the method as designed, first), whose measured PSNR is
+                                     at least the host recipe's (sage2-8bit) on the same rows;
+                                     if none is, the most faithful */
     VCATTN_HEAD_POLICY_FASTEST,   /* the method's P on every head, in the better measured order */
     VCATTN_HEAD_POLICY_FAITHFUL,  /* the most faithful measured recipe on every head */
     VCATTN_HEAD_POLICY_COUNT

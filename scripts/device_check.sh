@@ -8,6 +8,8 @@
 #   scripts/device_check.sh [STAGES]     STAGES: comma list of
 #       build,check,medium,sanitize,bench,kmeans,python  (default: all)
 #       kmeans: GPU grouping vs the CPU planner + its timing (issue 4)
+#       heads (not in the default list): per-head fidelity of the default through vcattn.Plan
+#           over k-means seeds, with its head recipes (tests/gpu/head_fidelity.py)
 #       python: the Python package's tests on CUDA tensors (issue 5); test_diffusers.py
 #           too when pydeps/ is there
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
@@ -19,6 +21,7 @@
 #   VC_COMPILE_ARGS="..."                more arguments for wan_block_compile.py (e.g. --small)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
 #   VC_BENCH_METHODS="name,name"         only these methods in gpu_bench's lines (default: all)
+#   VC_BENCH_EXACT_HEADS="n m"           also time the default with n (m, ...) heads on the exact P
 #   VC_PREBUILT=dir                      use dir/{gpu_check,gpu_bench,kmeans_check,kmeans_bench}
 #                                        (and dir/libvcattn.so) instead of building
 #   OUT=dir                              logs go there (default ./out)
@@ -43,13 +46,27 @@ if [ -n "${VC_PREBUILT:-}" ] && [ -x "$VC_PREBUILT/gpu_check" ]; then
 elif has build; then
     t0=$(date +%s)
     cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release >> "$LOG" 2>&1 &&
-        cmake --build build-dev -j16 --target vcattn_static vcattn gpu_check gpu_bench kmeans_check kmeans_bench \
+        cmake --build build-dev -j16 --target vcattn_static vcattn vcattn_cli gpu_check gpu_bench kmeans_check kmeans_bench \
             >> "$LOG" 2>&1
     if [ -x build-dev/gpu_check ] && [ -x build-dev/gpu_bench ]; then BIN=build-dev/gpu_check; say "== built in $(( $(date +%s) - t0 )) s"
     else say "BUILD FAILED"; tail -30 "$LOG"; exit 1; fi
 fi
 [ -n "$BIN" ] || { say "no binary"; exit 1; }
 DIR="$(dirname "$BIN")"
+
+# the peers carried into the run: SageAttention2 (prebuilt, peer/ or .peer/) and the
+# nvidia-cudnn-frontend wheel (.whl/) for cuDNN's FP8 attention
+peers_path() {
+    if [ -z "${VC_SAGE_PATH:-}" ] && ls peer/sageattention-*.tar.xz .peer/sageattention-*.tar.xz > /dev/null 2>&1; then
+        mkdir -p /tmp/sa && tar -xJf $(ls peer/sageattention-*.tar.xz .peer/sageattention-*.tar.xz 2>/dev/null | head -1) -C /tmp/sa &&
+            VC_SAGE_PATH=/tmp/sa
+    fi
+    if ls .whl/nvidia_cudnn_frontend-*.whl > /dev/null 2>&1 && [ ! -d /tmp/site/cudnn ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+            .whl/nvidia_cudnn_frontend-*.whl > /dev/null 2>&1
+    fi
+    export PYTHONPATH=${VC_SAGE_PATH:+$VC_SAGE_PATH:}/tmp/site:${PYTHONPATH:-}
+}
 
 RC=0
 if has check; then
@@ -84,33 +101,45 @@ if has bench; then
     say "== bench: torch SDPA baselines"
     shapes_py=$(echo $SHAPES)
     # SageAttention2 (prebuilt, carried in peer/; docs/benchmarks.md) when present
-    if [ -z "${VC_SAGE_PATH:-}" ] && ls peer/sageattention-*.tar.xz > /dev/null 2>&1; then
-        mkdir -p /tmp/sa && tar -xJf peer/sageattention-*.tar.xz -C /tmp/sa && VC_SAGE_PATH=/tmp/sa
-    fi
-    export PYTHONPATH=${VC_SAGE_PATH:+$VC_SAGE_PATH:}${PYTHONPATH:-}
+    peers_path
     timeout 300 python3 tests/gpu/bench_sdpa.py $shapes_py 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
+    # cuDNN's FP8 attention (nvidia-cudnn-frontend from .whl/, carried; docs/benchmarks.md)
+    (cd tests/gpu && timeout 300 python3 bench_fp8_peer.py $shapes_py) 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
     say "== bench: vcattn"
     for s in $SHAPES; do
         timeout 120 "$DIR/gpu_bench" bench ${s//,/ } 5 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
+        # VC_BENCH_EXACT_HEADS=n: the default with n heads on the exact P (a plan's head recipes)
+        for n in ${VC_BENCH_EXACT_HEADS:-}; do
+            VC_BENCH_EXACT_HEADS=$n VC_BENCH_METHODS=${VC_BENCH_EXACT_METHOD:-vsmooth-split-blockmax-8bit} \
+                timeout 120 "$DIR/gpu_bench" bench ${s//,/ } 5 2>&1 | sed "s/+exact/+exact$n/" | tee -a "$LOG" "$OUT/bench.txt"
+        done
     done
     say "== summary (kernel alone and full call vs cuDNN, same run)"
     python3 - "$OUT/bench.txt" <<'PY' | tee -a "$LOG"
 import re, sys
 cud, rows = {}, []
 for line in open(sys.argv[1]):
-    m = re.match(r"SDPA (\w+) (\(\S+\)) ([\d.]+) ms", line)
+    m = re.match(r"SDPA ([\w-]+) (\(\S+\)) ([\d.]+) ms", line)
     if m:
         cud[(m.group(1), m.group(2))] = float(m.group(3))
     m = re.match(r"BENCH(\d*) (\S+)\s+(\(\S+\)) full ([\d.]+) ms .* kernel ([\d.]+) ms .* prep ([\d.]+) ms", line)
     if m:
         rows.append((m.group(2), m.group(3), float(m.group(4)), float(m.group(5)), float(m.group(6))))
-print(f"{'shape':28s} {'kernel method':26s} {'cudnn':>8s} {'sage2':>8s} {'full':>8s} {'kernel':>8s} {'x cudnn(k)':>10s} {'x cudnn(f)':>10s} {'x sage2(f)':>10s}")
+print(f"{'shape':28s} {'kernel method':34s} {'cudnn':>8s} {'sage2':>8s} {'cudnn-fp8':>9s} {'full':>8s} {'kernel':>8s} {'x cudnn(k)':>10s} {'x sage2(k)':>10s} {'x fp8(k)':>9s} {'x cudnn(f)':>10s}")
 for meth, shp, f, k, p in rows:
-    c, sg = cud.get(("cudnn", shp)), cud.get(("sage2", shp))
-    cs = f"{c:8.3f}" if c else "     n/a"
-    ss = f"{sg:8.3f}" if sg else "     n/a"
-    print(f"{shp:28s} {meth:26s} {cs} {ss} {f:8.3f} {k:8.3f} {(c / k if c else 0):10.2f} {(c / f if c else 0):10.2f} {(sg / f if sg else 0):10.2f}")
+    c, sg, f8 = cud.get(("cudnn", shp)), cud.get(("sage2", shp)), cud.get(("cudnn-fp8", shp))
+    show = lambda x, w: f"{x:{w}.3f}" if x else " " * (w - 3) + "n/a"
+    print(f"{shp:28s} {meth:34s} {show(c, 8)} {show(sg, 8)} {show(f8, 9)} {f:8.3f} {k:8.3f} {(c / k if c else 0):10.2f} "
+          f"{(sg / k if sg else 0):10.2f} {(f8 / k if f8 else 0):9.2f} {(c / f if c else 0):10.2f}")
 PY
+fi
+if has heads; then
+    say "== heads: per-head fidelity of the default through vcattn.Plan(seed=s), seeds 0-3, vs sage2-8bit"
+    peers_path
+    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python:$PYTHONPATH PYTHONUNBUFFERED=1 timeout 500 \
+        python3 tests/gpu/head_fidelity.py --vcattn-bin "$DIR/vcattn" --json "$OUT/head_fidelity.json" \
+        ${VC_HEADS_ARGS:-} 2>&1 | tee -a "$LOG" "$OUT/heads.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 if has kmeans; then
     KM="$DIR/kmeans_check"

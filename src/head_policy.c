@@ -37,10 +37,15 @@ vcattn_status vcattn_head_recipes_choose(vcattn_head_policy policy, int64_t n_he
         if (policy == VCATTN_HEAD_POLICY_FASTEST) {
             r = fast;
         } else if (policy == VCATTN_HEAD_POLICY_FLOOR) {
+            /* the first recipe in speed order that reaches the floor: the method as designed
+             * (k-means, its P) whenever it does - a better-measured sequence order on a few
+             * rows is not worth giving up the grouping for */
             const double need = floor_db[h] + margin_db;
-            const int exact = vc_best_of(ps, VCATTN_RECIPE_EXACT_P, VCATTN_RECIPE_COUNT);
-            if (fast >= 0 && ps[fast] >= need) r = fast;
-            else if (exact >= 0 && ps[exact] >= need) r = exact;
+            for (int c = 0; c < VCATTN_RECIPE_COUNT; ++c)
+                if (!isnan(ps[c]) && ps[c] >= need) {
+                    r = c;
+                    break;
+                }
         }
         recipe[h] = (uint8_t)(r < 0 ? 0 : r); /* nothing measured: the method as it is */
     }

@@ -15,11 +15,13 @@ TEST(head_recipes_choose_rule) {
         46.0, 46.5, 48.4, 47.0, /* head 2: only the exact P clears 48 */
         40.0, 41.0, 42.0, 43.0, /* head 3: nothing clears 48: the most faithful */
         NAN,  45.0, NAN,  NAN,  /* head 4: one recipe measured */
+        49.0, 50.0, 51.0, 52.0, /* head 5: every recipe clears 48: the method as designed */
     };
-    const double floor_db[] = {48.0, 48.0, 48.0, 48.0, 44.0};
-    uint8_t r[5];
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 5, psnr, floor_db, 0.0, r),
+    const double floor_db[] = {48.0, 48.0, 48.0, 48.0, 44.0, 48.0};
+    uint8_t r[6];
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 6, psnr, floor_db, 0.0, r),
                  VCATTN_STATUS_SUCCESS);
+    CHECK_EQ_INT(r[5], 0);
     CHECK_EQ_INT(r[0], 0);
     CHECK_EQ_INT(r[1], VCATTN_RECIPE_SEQUENCE);
     CHECK_EQ_INT(r[2], VCATTN_RECIPE_EXACT_P);

@@ -39,6 +39,8 @@ typedef struct vc_eval_options {
     int64_t query_rows; /* 0: every row */
     int64_t heads[VC_EVAL_MAX_SELECTED_HEADS]; /* strictly ascending */
     int64_t head_count; /* 0: every head */
+    int policy;          /* -1: none; else a vcattn_head_policy: the per-head recipes, as extra rows */
+    int64_t policy_rows; /* query rows the policy measures per head */
 } vc_eval_options;
 
 int vc_eval_parse(int argc, char **argv, vc_eval_options *o);

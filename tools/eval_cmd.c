@@ -265,6 +265,28 @@ int vc_cmd_eval(int argc, char **argv) {
     const int64_t ks[3] = {H * Skv * D, Skv * D, D}; /* of K and V */
     const int64_t per_head = B * nr * D;             /* evaluated output values of one head */
     const int nm = o.method_count;
+    /* --policy: the listed methods with an exact sibling run again with per-head recipes,
+     * as rows nm.. (name "METHOD+policy") */
+    int pm[VCATTN_METHOD_COUNT], np = 0;
+    static const char *const k_recipe_names[VCATTN_RECIPE_COUNT] = {"k-means", "sequence", "k-means+exact-P",
+                                                                    "sequence+exact-P"};
+    for (int mi = 0; mi < nm && o.policy >= 0; ++mi) {
+        vcattn_method_config c, e;
+        vcattn_method_config_get((vcattn_method)o.methods[mi], &c);
+        if (vcattn_method_exact_p(&c, &e) == VCATTN_STATUS_SUCCESS) pm[np++] = o.methods[mi];
+    }
+    if (o.policy >= 0 && np == 0) {
+        fprintf(stderr, "vcattn: --policy needs a method with an exact sibling among --methods (a V-Smooth method "
+                        "whose P is E4M3, ExpCast or the split, e.g. vsmooth-split-blockmax-8bit)\n");
+        tensors_free(&t);
+        return VC_EXIT_USAGE;
+    }
+    const int nrows_all = nm + np;
+    const int64_t npr = o.policy_rows < Sq ? o.policy_rows : Sq;
+    int64_t *prows = np ? (int64_t *)malloc((size_t)npr * sizeof(int64_t)) : NULL;
+    int32_t *ident = np ? (int32_t *)malloc((size_t)(B * Skv) * sizeof(int32_t)) : NULL;
+    uint8_t *recipe = np ? (uint8_t *)calloc((size_t)(np * nh * B), 1) : NULL;
+    uint8_t *exact = np ? (uint8_t *)malloc((size_t)B) : NULL;
     float *ref = (float *)malloc((size_t)per_head * sizeof(float));
     float *out = (float *)malloc((size_t)per_head * sizeof(float));
     float *pqv = (float *)malloc((size_t)per_head * sizeof(float));
@@ -272,14 +294,17 @@ int vc_cmd_eval(int argc, char **argv) {
     int32_t *perm = (int32_t *)malloc((size_t)(B * Skv) * sizeof(int32_t));
     int32_t *cube = o.have_grid ? (int32_t *)malloc((size_t)Skv * sizeof(int32_t)) : NULL;
     double *tv = (double *)malloc((size_t)(B * ntv) * sizeof(double));
-    metric_sums *hsum = (metric_sums *)calloc((size_t)(nm * nh), sizeof(metric_sums));
-    double *secs = (double *)calloc((size_t)nm, sizeof(double));
-    if (!ref || !out || !pqv || (sampled && !rows) || !perm || (o.have_grid && !cube) || !tv || !hsum || !secs) {
+    metric_sums *hsum = (metric_sums *)calloc((size_t)(nrows_all * nh), sizeof(metric_sums));
+    double *secs = (double *)calloc((size_t)nrows_all, sizeof(double));
+    if (!ref || !out || !pqv || (sampled && !rows) || !perm || (o.have_grid && !cube) || !tv || !hsum || !secs ||
+        (np && (!prows || !ident || !recipe || !exact))) {
         rc = vc_cli_fail("eval", VCATTN_STATUS_OUT_OF_MEMORY);
         goto done;
     }
     vcattn_status st;
     if (sampled && (st = vcattn_strided_rows(Sq, nr, rows))) { rc = vc_cli_fail("strided_rows", st); goto done; }
+    if (np && (st = vcattn_strided_rows(Sq, npr, prows))) { rc = vc_cli_fail("strided_rows", st); goto done; }
+    for (int64_t i = 0; np && i < B * Skv; ++i) ident[i] = (int32_t)(i % Skv);
 
     progress("vcattn eval: %s, B=%lld H=%lld Sq=%lld Skv=%lld D=%lld\n",
              o.npy[0] ? "captured tensors" : "synthetic video-DiT workload", (long long)B, (long long)H,
@@ -356,6 +381,51 @@ int vc_cmd_eval(int argc, char **argv) {
             for (int64_t i = 0; i < B * ntv; ++i) s->tv_sum += tv[i];
             s->tv_n = B * ntv;
         }
+        /* the per-head recipes: measured on --policy-rows rows, chosen, then evaluated like a method */
+        for (int pi = 0; pi < np; ++pi) {
+            vcattn_method m = (vcattn_method)pm[pi];
+            vcattn_method_config cfg;
+            vcattn_method_config_get(m, &cfg);
+            double ps[8 * VCATTN_RECIPE_COUNT], fl[8];
+            ts = vc_cli_now_seconds();
+            uint8_t *rec = recipe + (pi * nh + hi) * B;
+            for (int64_t b0 = 0; b0 < B && !st; b0 += 8) { /* the measurement, 8 batch items at a time */
+                const int64_t nb = B - b0 < 8 ? B - b0 : 8;
+                vcattn_attention_params pb = p;
+                pb.batch = nb;
+                pb.q = qh + b0 * hs[0];
+                pb.k = kh + b0 * ks[0];
+                pb.v = vh + b0 * ks[0];
+                st = vcattn_head_recipes_measure(&pb, m, perm + b0 * Skv, prows, npr, ps, fl);
+                if (!st) st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps, fl, 0.0, rec + b0);
+            }
+            if (st) { progress("\n"); rc = vc_cli_fail("head_recipes", st); goto done; }
+            /* one (batch, head) view per batch item: its order from the plan or the identity */
+            for (int64_t b = 0; b < B; ++b) exact[b] = (rec[b] & VCATTN_RECIPE_EXACT_P) != 0;
+            int32_t *order = (int32_t *)malloc((size_t)(B * Skv) * sizeof(int32_t));
+            if (!order) { progress("\n"); rc = vc_cli_fail("eval", VCATTN_STATUS_OUT_OF_MEMORY); goto done; }
+            for (int64_t b = 0; b < B; ++b)
+                memcpy(order + b * Skv, (rec[b] & VCATTN_RECIPE_SEQUENCE ? ident : perm) + b * Skv,
+                       (size_t)Skv * sizeof(int32_t));
+            p.o = out;
+            vcattn_sim_outputs extra = {pqv, tv, o.tv_stride, NULL};
+            st = vcattn_simulate_attention_heads(&p, &cfg, order, exact, sampled ? rows : NULL, nr, &extra);
+            free(order);
+            if (st) { progress("\n"); rc = vc_cli_fail(vcattn_method_name(m), st); goto done; }
+            double dt = vc_cli_now_seconds() - ts;
+            secs[nm + pi] += dt;
+            progress(", %s+policy %.1f s (%s)", vcattn_method_name(m), dt, k_recipe_names[rec[0]]);
+            metric_sums *s = &hsum[(nm + pi) * nh + hi];
+            if (!sums_add(s, ref, out, pqv, per_head)) {
+                progress("\n");
+                fprintf(stderr, "vcattn: %s+policy: the output or the reference is not finite (finite inputs)\n",
+                        vcattn_method_name(m));
+                rc = 1;
+                goto done;
+            }
+            for (int64_t i = 0; i < B * ntv; ++i) s->tv_sum += tv[i];
+            s->tv_n = B * ntv;
+        }
         double elapsed = vc_cli_now_seconds() - t_heads;
         progress("; head %.1f s, elapsed %.1f s, about %.0f s left\n", vc_cli_now_seconds() - th, vc_cli_now_seconds() - t0,
                  elapsed / (double)(hi + 1) * (double)(nh - hi - 1));
@@ -366,12 +436,17 @@ int vc_cmd_eval(int argc, char **argv) {
     for (int i = 0; i < 3; ++i) share[i] = have_share[i] ? share_sum[i] / (double)nh : -1.0;
     if (o.json) {
         char nb[3][32];
-        for (int mi = 0; mi < nm; ++mi) {
+        for (int mi = 0; mi < nrows_all; ++mi) {
             metric_sums all;
             memset(&all, 0, sizeof all);
             for (int64_t hi = 0; hi < nh; ++hi) sums_merge(&all, &hsum[mi * nh + hi]);
             metric_values mv = sums_finish(&all);
-            printf("{\"method\": \"%s\", ", vcattn_method_name((vcattn_method)o.methods[mi]));
+            if (mi < nm)
+                printf("{\"method\": \"%s\", ", vcattn_method_name((vcattn_method)o.methods[mi]));
+            else
+                printf("{\"method\": \"%s+policy\", \"policy\": \"%s\", \"policy_rows\": %lld, ",
+                       vcattn_method_name((vcattn_method)pm[mi - nm]),
+                       o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful", (long long)npr);
             print_json_metrics(&mv);
             printf(", \"block_energy_share_sequence\": %s, \"block_energy_share_cube\": %s, "
                    "\"block_energy_share_clustered\": %s, \"seconds\": %.2f, "
@@ -386,6 +461,12 @@ int vc_cmd_eval(int argc, char **argv) {
             for (int64_t hi = 0; hi < nh; ++hi) {
                 metric_values hv = sums_finish(&hsum[mi * nh + hi]);
                 printf("%s{\"head\": %lld, ", hi ? ", " : "", (long long)o.heads[hi]);
+                if (mi >= nm) {
+                    printf("\"recipes\": [");
+                    for (int64_t b = 0; b < B; ++b)
+                        printf("%s\"%s\"", b ? ", " : "", k_recipe_names[recipe[((mi - nm) * nh + hi) * B + b]]);
+                    printf("], ");
+                }
                 print_json_metrics(&hv);
                 printf("}");
             }
@@ -408,8 +489,10 @@ int vc_cmd_eval(int argc, char **argv) {
             else printf(" %s n/a", k_order_names[i]);
         printf("\n\n%-25s %5s %9s %10s %8s %19s %12s %18s %11s\n", "method", "head", "rel_l2", "cosine",
                "psnr_db", "value_error_share", "value_rel_l2", "probability_rel_l2", "mean_row_tv");
-        for (int mi = 0; mi < nm; ++mi) {
-            const char *name = vcattn_method_name((vcattn_method)o.methods[mi]);
+        for (int mi = 0; mi < nrows_all; ++mi) {
+            char pname[64];
+            snprintf(pname, sizeof pname, "%s+policy", vcattn_method_name((vcattn_method)pm[mi < nm ? 0 : mi - nm]));
+            const char *name = mi < nm ? vcattn_method_name((vcattn_method)o.methods[mi]) : pname;
             metric_sums all;
             memset(&all, 0, sizeof all);
             for (int64_t hi = 0; hi < nh; ++hi) {
@@ -424,6 +507,19 @@ int vc_cmd_eval(int argc, char **argv) {
             metric_values mv = sums_finish(&all);
             print_table_row(name, "all", &mv);
         }
+        for (int pi = 0; pi < np; ++pi) {
+            printf("\n%s+policy (%s, %lld rows measured per head): recipe per head", vcattn_method_name((vcattn_method)pm[pi]),
+                   o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful", (long long)npr);
+            for (int64_t hi = 0; hi < nh; ++hi)
+                for (int64_t b = 0; b < B; ++b)
+                    if (B > 1)
+                        printf("%s%lld/b%lld %s", hi + b ? ", " : " ", (long long)o.heads[hi], (long long)b,
+                               k_recipe_names[recipe[(pi * nh + hi) * B + b]]);
+                    else
+                        printf("%s%lld %s", hi ? ", " : " ", (long long)o.heads[hi],
+                               k_recipe_names[recipe[(pi * nh + hi) * B + b]]);
+            printf("\n");
+        }
     }
     fflush(stdout);
     progress("done in %.1f s\n", vc_cli_now_seconds() - t0);
@@ -437,6 +533,10 @@ done:
     free(tv);
     free(hsum);
     free(secs);
+    free(prows);
+    free(ident);
+    free(recipe);
+    free(exact);
     tensors_free(&t);
     return rc;
 }

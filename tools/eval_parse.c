@@ -47,6 +47,13 @@ static const char *k_eval_usage =
     "  --iterations N            k-means iterations, 1..1000 (default 8)\n"
     "  --cube T,H,W              cube size of the static 3-D order (default 2,8,8)\n"
     "  --scale X                 softmax scale, a finite number > 0 (default 1/sqrt(D))\n"
+    "  --policy P                floor | fastest | faithful: also run every listed method\n"
+    "                            that has an exact sibling with per-head recipes (k-means\n"
+    "                            or sequence order, the method's or the exact P), chosen\n"
+    "                            per head as a vcattn.Plan does (docs/method.md, \"Per-head\n"
+    "                            recipes\"); rows \"METHOD+policy\", and the recipe per head\n"
+    "  --policy-rows N           query rows the policy measures per head, 1..2^30\n"
+    "                            (default 128)\n"
     "output:\n"
     "  --json                    one JSON object per method on stdout, with a \"heads\"\n"
     "                            array (schema: docs/eval-json.md); printed at the end\n"
@@ -138,7 +145,7 @@ static int takes_value(const char *a) {
     static const char *const k_names[] = {"--grid", "--cube", "--methods", "--heads", "--query-rows",
                                           "--workload-heads", "--frames", "--height", "--width", "--head-dim",
                                           "--seed", "--clusters", "--iterations", "--tv-stride", "--threads",
-                                          "--scale"};
+                                          "--scale", "--policy", "--policy-rows"};
     for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; ++i)
         if (!strcmp(a, k_names[i])) return 1;
     return 0;
@@ -152,6 +159,8 @@ int vc_eval_parse(int argc, char **argv, eval_options *o) {
     o->cube[1] = 8;
     o->cube[2] = 8;
     o->tv_stride = 16;
+    o->policy = -1;
+    o->policy_rows = 128;
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) o->methods[m] = m;
     o->method_count = VCATTN_METHOD_COUNT;
     for (int i = 0; i < argc; ++i) {
@@ -248,6 +257,17 @@ int vc_eval_parse(int argc, char **argv, eval_options *o) {
                                         &n)))
                 return rc;
             o->threads = (int)n;
+            ++i;
+        } else if (!strcmp(a, "--policy")) {
+            static const char *const k_policies[VCATTN_HEAD_POLICY_COUNT] = {"floor", "fastest", "faithful"};
+            o->policy = -1;
+            for (int k = 0; k < VCATTN_HEAD_POLICY_COUNT; ++k)
+                if (!strcmp(val, k_policies[k])) o->policy = k;
+            if (o->policy < 0)
+                return vc_cli_usage_error("eval", "--policy wants floor, fastest or faithful, got '%s'", val);
+            ++i;
+        } else if (!strcmp(a, "--policy-rows")) {
+            if ((rc = vc_cli_int_option("eval", a, "a row count", val, 1, 1 << 30, &o->policy_rows))) return rc;
             ++i;
         } else if (!strcmp(a, "--scale")) {
             char *end;

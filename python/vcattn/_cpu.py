@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from . import _lib, _tensors
+from . import _lib, _tensors, head_policy
 from ._lib import check, lib
 from ._methods import config
 from .plan import DEFAULT_KMEANS, Plan, cpu_kmeans
@@ -78,9 +78,11 @@ def _perm(plan, step, prob: Problem, num_threads):
     return fixed_perm(plan, prob.params.batch, prob.params.heads, prob.params.seq_kv)
 
 
-def simulate(q, k, v, layout, sm_scale, return_lse, num_threads, method, plan=None, step=None, v_smooth=True):
+def simulate(q, k, v, layout, sm_scale, return_lse, num_threads, method, plan=None, step=None, v_smooth=True,
+             head_exact=None):
     """(out, lse or None) of the method's CPU simulation.  plan: None (k-means on this V), a
-    Plan, or a (B,H,Skv) permutation; v_smooth=False runs the method without V-Smooth."""
+    Plan (with its head recipes), or a (B,H,Skv) permutation; v_smooth=False runs the method
+    without V-Smooth; head_exact: (B, H) flags of the heads whose P is the exact exponential."""
     prob = Problem(q, k, v, layout, sm_scale, return_lse, num_threads)
     cfg = config(method)
     perm = None
@@ -88,9 +90,16 @@ def simulate(q, k, v, layout, sm_scale, return_lse, num_threads, method, plan=No
         perm = _perm(plan, step, prob, num_threads) if v_smooth else None
         if perm is None:
             cfg.v_smooth = 0  # the schedule turned V-Smooth off for this step
-    st = lib.vcattn_simulate_attention(ctypes.byref(prob.params), ctypes.byref(cfg),
-                                       None if perm is None else perm.ctypes.data, None)
-    check(st, "vcattn_simulate_attention", f"method {method}")
+        elif isinstance(plan, Plan):
+            perm, head_exact = plan.apply_recipes(
+                perm, method, lambda p: head_policy.measure_cpu(prob.params, method, p, prob.q.shape[2], plan.policy_rows))
+    exact = None
+    if cfg.v_smooth and head_exact is not None:
+        exact = np.ascontiguousarray(head_exact, dtype=np.uint8)
+    st = lib.vcattn_simulate_attention_heads(ctypes.byref(prob.params), ctypes.byref(cfg),
+                                             None if perm is None else perm.ctypes.data,
+                                             None if exact is None else exact.ctypes.data, None, 0, None)
+    check(st, "vcattn_simulate_attention_heads", f"method {method}")
     return prob.out, prob.lse
 
 

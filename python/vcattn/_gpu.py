@@ -222,12 +222,14 @@ def check_supported(method, v):
         raise Unsupported(f"the kernel reads bfloat16 or float16 V, got {v.dtype}")
 
 
-def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth=True, strict=False):
+def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth=True, strict=False, head_exact=None):
     """(out, lse or None) of the Hopper kernel; raise Unsupported for what it does not cover.
     perm: the (B,H,Skv) device permutation of a V-Smooth method, None = k-means on this V;
     v_smooth=False runs the method without V-Smooth (the schedule turned it off);
     strict=True waits for the kernel and raises VcattnError(OUTPUT_NOT_FINITE) when a row came
-    out NaN or Inf (finite inputs beyond its FP32 pipeline; a launch cannot report that)."""
+    out NaN or Inf (finite inputs beyond its FP32 pipeline; a launch cannot report that).
+    head_exact: optional (B, H) uint8 flags (a plan's head recipes): those heads write P by the
+    exact exponential."""
     import torch
 
     check_supported(method, v)
@@ -251,6 +253,9 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
     out = torch.empty(qq.shape, dtype=dt, device=q.device)
     lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device) if return_lse else None
     p = launch_params(qq, kk, vv, out, layout, method, sm_scale, perm, lse)
+    if head_exact is not None and uses_vsmooth(method):
+        head_exact = torch.as_tensor(head_exact, device=q.device).to(torch.uint8).contiguous()
+        p.head_exact = head_exact.data_ptr()
     nbytes = ctypes.c_size_t()
     st = lib.vcattn_gpu_workspace_size(ctypes.byref(p), ctypes.byref(nbytes))
     if st != 0:

@@ -204,7 +204,7 @@ class GpuParams(ctypes.Structure):  # vcattn_gpu_params
         ("input_dtype", ctypes.c_int), ("output_dtype", ctypes.c_int),
         ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("o", ctypes.c_void_p),
         ("q_stride", c_i64_3), ("k_stride", c_i64_3), ("v_stride", c_i64_3), ("o_stride", c_i64_3),
-        ("perm", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+        ("perm", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("head_exact", ctypes.c_void_p),
     ]
 
 
@@ -242,6 +242,8 @@ def _declare(h):
         "vcattn_reference_attention_rows": (st, [P(AttentionParams), P(i64), i64]),
         "vcattn_simulate_attention_rows": (st, [P(AttentionParams), P(MethodConfig), vp, P(i64), i64,
                                                  P(SimOutputs)]),
+        "vcattn_simulate_attention_heads": (st, [P(AttentionParams), P(MethodConfig), vp, vp, vp, i64,
+                                                  P(SimOutputs)]),
         "vcattn_kmeans_params_init": (None, [P(KmeansParams)]),
         "vcattn_vsmooth_plan": (st, [vp, i64, i64, i64, i64, P(i64), P(KmeansParams), vp, vp, vp]),
         "vcattn_vsmooth_plan_heads": (st, [vp, i64, i64, i64, i64, i64, P(i64), P(KmeansParams), vp, vp, vp]),

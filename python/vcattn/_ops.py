@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _cpu, _fallback, _gpu, _lib, _tensors
+from . import _cpu, _fallback, _gpu, _lib, _tensors, head_policy
 from ._lib import VcattnError, warn_once
 from ._methods import GPU_METHODS, uses_vsmooth
 from .plan import CACHE_STEP, LayerRef, Plan, cpu_kmeans, from_handle, is_cache_step
@@ -42,18 +42,22 @@ def _bhs(x, layout):
 
 def _attention_impl(q: Tensor, k: Tensor, v: Tensor, perm: Optional[Tensor], v_smooth: Optional[Tensor],
                     layout: str, sm_scale: float, method: str, return_lse: bool, num_threads: int, strict: bool,
-                    fallback: bool) -> Tuple[Tensor, Tensor]:
+                    fallback: bool, head_exact: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     scale = sm_scale if sm_scale > 0 else None
-    on = True if v_smooth is None else bool(v_smooth.item())
+    # v_smooth (a CPU scalar from the plan op): 0 off, 1 on, 2 on with exact-P heads in head_exact
+    state = 1 if v_smooth is None else int(v_smooth.item())
+    on = state != 0
+    exact = head_exact if state == 2 else None
     try:
         if q.device.type == "cpu":
             threads = _cpu.threads(None if num_threads < 0 else num_threads)
             out, lse = _cpu.simulate(q, k, v, layout, sm_scale, return_lse, threads, method,
-                                     plan=None if perm is None else perm.numpy(), v_smooth=on)
+                                     plan=None if perm is None else perm.numpy(), v_smooth=on,
+                                     head_exact=None if exact is None else exact.numpy())
             out = _tensors.like(out, q)
             lse = None if lse is None else torch.from_numpy(lse)
         else:
-            out, lse = _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict)
+            out, lse = _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict, exact)
     except VcattnError as e:
         if not fallback:
             raise
@@ -67,12 +71,12 @@ def _attention_impl(q: Tensor, k: Tensor, v: Tensor, perm: Optional[Tensor], v_s
     return out, lse.contiguous()
 
 
-def _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict):
+def _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict, head_exact=None):
     """The Hopper kernel; what it does not cover falls back to SDPA with one warning
     (strict=True raises VcattnError instead: NOT_BUILT, or the status the kernel refused the
     call's values with)."""
     try:
-        return _gpu.attention(q, k, v, layout, scale, return_lse, method, perm, on, strict=strict)
+        return _gpu.attention(q, k, v, layout, scale, return_lse, method, perm, on, strict=strict, head_exact=head_exact)
     except _gpu.Unsupported as e:
         why, status = str(e), e.status
     if strict:
@@ -83,7 +87,8 @@ def _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict):
     return res if return_lse else (res, None)
 
 
-def _attention_fake(q, k, v, perm, v_smooth, layout, sm_scale, method, return_lse, num_threads, strict, fallback):
+def _attention_fake(q, k, v, perm, v_smooth, layout, sm_scale, method, return_lse, num_threads, strict, fallback,
+                    head_exact=None):
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse_shape = _bhs(q, layout) if return_lse else (0,)
     return out, torch.empty(lse_shape, dtype=torch.float32, device=q.device)
@@ -112,14 +117,25 @@ def _kmeans_fake(v, init_centroids, layout, clusters, iterations, seed, num_thre
             torch.empty((b, h, clusters, v.shape[-1]), dtype=torch.float32, device=v.device))
 
 
-def _plan_impl(v: Tensor, source: int, key: str, step: int, layout: str, method: str) -> Tuple[Tensor, Tensor]:
+def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int, layout: str, method: str,
+               sm_scale: float) -> Tuple[Tensor, Tensor, Tensor]:
+    """(perm, state, head_exact): the permutation with the plan's head recipes applied, a CPU int8
+    scalar (0 V-Smooth off, 1 on, 2 on with exact-P heads) and the (B, H) exact-P flags."""
     p = from_handle(source) if key == "" else LayerRef.from_repr(source, key)
     at = {_NO_STEP: None, _CACHE_STEP: CACHE_STEP}.get(step, step)
     b, h, s = _bhs(v, layout)
     shape = (b, h, s, v.shape[-1])
+    scale = sm_scale if sm_scale > 0 else None
+    exact = None
     if v.device.type == "cpu":
         op = _tensors.as_operand(v, layout)
         perm = p.resolve(shape, at, p.cpu_grouping(op))
+        if perm is not None:
+            def measure(pm):
+                prob = _cpu.Problem(q, k, v, layout, 0.0 if scale is None else scale, False, _cpu.threads(None))
+                return head_policy.measure_cpu(prob.params, method, pm, prob.q.shape[2], p.policy_rows)
+
+            perm, exact = p.apply_recipes(perm, method, measure)
     else:
         try:
             _gpu.check_supported(method, v)
@@ -127,14 +143,23 @@ def _plan_impl(v: Tensor, source: int, key: str, step: int, layout: str, method:
             perm = None
         else:
             perm = p.resolve(shape, at, _gpu.grouping(p, v, layout), v.device)
+            if perm is not None:
+                perm, exact = p.apply_recipes(
+                    perm, method, lambda pm: head_policy.measure_gpu(q, k, v, layout, scale, method, pm, p.policy_rows))
+    flags = torch.zeros((b, h), dtype=torch.uint8, device=v.device)
     if perm is None:
-        return torch.zeros((b, h, s), dtype=torch.int32, device=v.device), torch.tensor(False)
+        return torch.zeros((b, h, s), dtype=torch.int32, device=v.device), torch.tensor(0, dtype=torch.int8), flags
+    if exact is not None:
+        flags = torch.as_tensor(exact, device=v.device).to(torch.uint8).reshape(b, h).clone()
     # a copy: the op's output must not alias the plan's state
-    return torch.as_tensor(perm, device=v.device).clone(), torch.tensor(True)
+    return (torch.as_tensor(perm, device=v.device).clone(), torch.tensor(1 if exact is None else 2, dtype=torch.int8),
+            flags)
 
 
-def _plan_fake(v, source, key, step, layout, method):
-    return torch.empty(_bhs(v, layout), dtype=torch.int32, device=v.device), torch.empty((), dtype=torch.bool)
+def _plan_fake(q, k, v, source, key, step, layout, method, sm_scale):
+    b, h, s = _bhs(v, layout)
+    return (torch.empty((b, h, s), dtype=torch.int32, device=v.device), torch.empty((), dtype=torch.int8),
+            torch.empty((b, h), dtype=torch.uint8, device=v.device))
 
 
 # ---- registration ------------------------------------------------------------------------------------
@@ -163,12 +188,13 @@ def attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_thr
     """vcattn.attention for torch tensors (arguments already checked): the plan resolved to a
     permutation tensor, then the attention op."""
     q, k, v = q.detach(), k.detach(), v.detach()  # inference only: no backward through the op
-    perm = v_smooth = None
+    perm = v_smooth = head_exact = None
     if plan is not None and uses_vsmooth(method) and not (q.device.type != "cpu" and method not in GPU_METHODS):
         if isinstance(plan, (Plan, LayerRef)):
             code = _NO_STEP if step is None else _CACHE_STEP if is_cache_step(step) else step
             source, key = (plan.handle, "") if isinstance(plan, Plan) else (plan.cache, repr(plan.key))
-            perm, v_smooth = plan_op(v, source, key, code, layout, method)
+            perm, v_smooth, head_exact = plan_op(q, k, v, source, key, code, layout, method,
+                                                 0.0 if sm_scale is None else float(sm_scale))
         else:
             b, h, s = _bhs(v, layout)
             p = plan if _tensors.is_torch(plan) else torch.from_numpy(plan)
@@ -178,5 +204,5 @@ def attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_thr
             perm = p.to(device=v.device, dtype=torch.int32).contiguous()
     out, lse = attention_op(q, k, v, perm, v_smooth, layout, 0.0 if sm_scale is None else float(sm_scale), method,
                             bool(return_lse), -1 if num_threads is None else int(num_threads), bool(strict),
-                            bool(fallback))
+                            bool(fallback), head_exact)
     return (out, lse) if return_lse else out

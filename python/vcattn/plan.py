@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import _lib, _tensors
+from . import _lib, _tensors, head_policy
 from ._lib import check, lib
 
 __all__ = ["Schedule", "Plan", "LayerRef", "kmeans_plan", "cube_permutation", "block_energy_share"]
@@ -344,8 +344,17 @@ class Plan:
     """
 
     def __init__(self, perm=None, centroids=None, *, clusters: int = 64, iterations: int = 8, seed: int = 0,
-                 schedule: Schedule | None = None, warm_start: bool = True, num_threads: int = 0, name=None):
+                 schedule: Schedule | None = None, warm_start: bool = True, num_threads: int = 0, name=None,
+                 policy: str | None = "floor", policy_rows: int = head_policy.DEFAULT_ROWS,
+                 policy_margin_db: float = 0.0):
         check_kmeans_args(clusters, iterations, num_threads)
+        head_policy.check_policy(policy, policy_rows, policy_margin_db)
+        self.policy = policy
+        self.policy_rows = int(policy_rows)
+        self.policy_margin_db = float(policy_margin_db)
+        self.recipes = None       # (B, H) uint8 head recipes (vcattn.head_policy), chosen on first use
+        self.recipe_psnr = None   # (B, H, 4) what each recipe measured, dB
+        self.recipe_floor = None  # (B, H) the host recipe's (sage2-8bit) PSNR on the same rows
         if schedule is not None and not isinstance(schedule, Schedule):
             raise TypeError("vcattn.Plan: schedule must be a vcattn.Schedule or None")
         self.clusters = int(clusters)
@@ -444,6 +453,27 @@ class Plan:
         self.history.append((step, action))
         return self.perm
 
+    def apply_recipes(self, perm, method: str, measure):
+        """(perm, head_exact or None) for a call of `method` on this permutation: the head recipes
+        (chosen on the first call of a shape with ``measure(perm) -> (psnr, floor)``, then reused
+        on every later step) applied - sequence order where chosen, exact-P flags."""
+        if self.policy is None or perm is None or not head_policy.has_exact_sibling(method):
+            return perm, None
+        b, h, _ = perm.shape
+        if self.recipes is None or self.recipes.shape != (b, h):
+            psnr, floor_db = measure(perm)
+            self.recipes = head_policy.choose(self.policy, psnr, floor_db, self.policy_margin_db).reshape(b, h)
+            self.recipe_psnr = psnr.reshape(b, h, 4)
+            self.recipe_floor = floor_db.reshape(b, h)
+        return head_policy.apply(perm, self.recipes)
+
+    def recipe_summary(self) -> dict:
+        """Per head: the chosen recipe and what each recipe measured against the floor (dB)."""
+        if self.recipes is None:
+            return {}
+        return {"policy": self.policy, "recipes": head_policy.names(self.recipes),
+                "margin_db": (self.recipe_psnr - self.recipe_floor[..., None]).reshape(-1, 4).round(2).tolist()}
+
     def __setstate__(self, state):
         # an unpickled or deep-copied plan is another plan: it gets its own handle
         self.__dict__.update(state)
@@ -451,7 +481,11 @@ class Plan:
 
     def copy(self) -> "Plan":
         p = Plan(clusters=self.clusters, iterations=self.iterations, seed=self.seed, schedule=self.schedule,
-                 warm_start=self.warm_start, num_threads=self.num_threads, name=self.name)
+                 warm_start=self.warm_start, num_threads=self.num_threads, name=self.name, policy=self.policy,
+                 policy_rows=self.policy_rows, policy_margin_db=self.policy_margin_db)
+        for name in ("recipes", "recipe_psnr", "recipe_floor"):
+            val = getattr(self, name)
+            setattr(p, name, None if val is None else val.copy())
         p.perm = None if self.perm is None else _copy(self.perm)
         p.centroids = None if self.centroids is None else _copy(self.centroids)
         return p

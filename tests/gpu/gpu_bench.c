@@ -61,11 +61,26 @@ static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, i
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     const char *only = getenv("VC_BENCH_METHODS"); /* comma-separated method names; unset: all */
+    /* VC_BENCH_EXACT_HEADS=n: the first n heads of every batch item with the exact P (a plan's
+     * head recipes), for the methods that have an exact sibling; the line says "+n exact" */
+    const char *ex = getenv("VC_BENCH_EXACT_HEADS");
+    const int n_exact = ex ? atoi(ex) : 0;
+    uint8_t *dexact = NULL;
+    if (n_exact > 0) {
+        uint8_t *h = (uint8_t *)calloc((size_t)(B * H), 1);
+        for (int64_t i = 0; i < B * H; ++i) h[i] = (uint8_t)(i % H < n_exact);
+        CK(cudaMalloc((void **)&dexact, (size_t)(B * H)));
+        CK(cudaMemcpy(dexact, h, (size_t)(B * H), cudaMemcpyHostToDevice));
+        free(h);
+    }
     for (int mi = 0; mi < N_METHODS; ++mi) {
         if (only && !method_listed(only, vcattn_method_name(k_methods[mi]))) continue;
         vcattn_gpu_params p;
         gpu_params(&s, &in, k_methods[mi], &p);
         p.lse = NULL;
+        vcattn_method_config mc, exact_cfg;
+        VK(vcattn_method_config_get(k_methods[mi], &mc));
+        if (dexact && vcattn_method_exact_p(&mc, &exact_cfg) == VCATTN_STATUS_SUCCESS) p.head_exact = dexact;
         size_t wsb;
         VK(vcattn_gpu_workspace_size(&p, &wsb));
         void *ws;
@@ -87,12 +102,16 @@ static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, i
         const float mf = time_median(iters, t_full), mk = time_median(iters, t_kern), mp = time_median(iters, t_prep);
         /* bytes the preprocessing must move: read Q, K twice, V twice; write codes */
         double pbytes = 2.0 * nq + 2.0 * 2 * nk + 2.0 * 2 * nk + (double)nq + 2.0 * nk;
-        printf("BENCH %-21s (%lld,%lld,%lld,%lld,%lld) full %.3f ms (%.0f TFLOP/s) kernel %.3f ms (%.0f TFLOP/s) prep %.3f ms (%.0f GB/s)\n",
-               vcattn_method_name(k_methods[mi]),
-               (long long)B, (long long)H, (long long)Sq, (long long)Skv, (long long)D, mf, flops / mf * 1e-9, mk, flops / mk * 1e-9, mp, pbytes / mp * 1e-6);
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", vcattn_method_name(k_methods[mi]), p.head_exact ? "+exact" : "");
+        printf("BENCH %-21s (%lld,%lld,%lld,%lld,%lld) full %.3f ms (%.0f TFLOP/s) kernel %.3f ms (%.0f TFLOP/s) prep %.3f ms (%.0f GB/s)%s\n",
+               name,
+               (long long)B, (long long)H, (long long)Sq, (long long)Skv, (long long)D, mf, flops / mf * 1e-9, mk, flops / mk * 1e-9, mp, pbytes / mp * 1e-6,
+               p.head_exact ? " (exact P on the first VC_BENCH_EXACT_HEADS heads)" : "");
         CK(cudaFree(ws));
     }
     cudaFree(in.dq); cudaFree(in.dk); cudaFree(in.dv); cudaFree(in.dout);
+    cudaFree(dexact);
     return 0;
 }
 

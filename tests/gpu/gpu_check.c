@@ -283,12 +283,85 @@ static int run_medium(void) {
     return fails;
 }
 
+static int recipes_shape(const shape_t *s, vcattn_method m, vcattn_method sibling);
+
 /* for compute-sanitizer: one ordinary shape (the fast kernels) and the same with Q x 1e6
  * (every head in the DIRECT kernels) */
 static int run_small(void) {
     shape_t a = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 0}, b = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 1e6f};
     double worst = 0;
-    return check_shape(&a, 0, &worst) + check_shape(&b, 0, &worst);
+    return check_shape(&a, 0, &worst) + check_shape(&b, 0, &worst) +
+           recipes_shape(&a, VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT);
+}
+
+/* ---- per-head recipes -------------------------------------------------------------------- */
+
+/* The method with per-head exact-P flags (every other head): each head's output is
+ * bit-identical to the GPU run of its own recipe alone (the method, or its exact sibling),
+ * and the whole is within the method's tolerance of vcattn_simulate_attention_heads. */
+static int recipes_shape(const shape_t *s, vcattn_method m, vcattn_method sibling) {
+    inputs_t in;
+    make_inputs(s, &in);
+    const int64_t BH = s->B * s->H, no = BH * s->Sq * s->D, nl = BH * s->Sq;
+    float *o[3], *l = (float *)malloc(sizeof(float) * (size_t)nl), *os = (float *)malloc(sizeof(float) * (size_t)no);
+    uint8_t *flags = (uint8_t *)malloc((size_t)BH), *dflags;
+    for (int64_t i = 0; i < BH; ++i) flags[i] = (uint8_t)(i % 2);
+    CK(cudaMalloc((void **)&dflags, (size_t)BH));
+    CK(cudaMemcpy(dflags, flags, (size_t)BH, cudaMemcpyHostToDevice));
+    const vcattn_method runs[3] = {m, sibling, m};
+    for (int r = 0; r < 3; ++r) {
+        o[r] = (float *)malloc(sizeof(float) * (size_t)no);
+        vcattn_gpu_params gp;
+        gpu_params(s, &in, runs[r], &gp);
+        if (r == 2) gp.head_exact = dflags;
+        size_t wsb;
+        VK(vcattn_gpu_workspace_size(&gp, &wsb));
+        void *ws;
+        CK(cudaMalloc(&ws, wsb));
+        CK(cudaMemset(ws, 0xCD, wsb));
+        CK(cudaMemset(in.dout, 0xFF, 2 * (size_t)no));
+        VK(vcattn_gpu_attention(&gp, ws, wsb, NULL));
+        CK(cudaDeviceSynchronize());
+        download_out(s, &in, o[r]);
+        CK(cudaFree(ws));
+    }
+    /* head order in o: (B, H, Sq, D) (download_out) */
+    long mismatched = 0;
+    const int64_t per = s->Sq * s->D;
+    for (int64_t i = 0; i < BH; ++i)
+        mismatched += memcmp(o[2] + i * per, o[flags[i] ? 1 : 0] + i * per, sizeof(float) * (size_t)per) != 0;
+    vcattn_method_config cfg;
+    VK(vcattn_method_config_get(m, &cfg));
+    vcattn_attention_params sp;
+    sim_params(s, &in, os, l, &sp);
+    VK(vcattn_simulate_attention_heads(&sp, &cfg, in.perm, flags, NULL, 0, NULL));
+    const double e = rel_l2(o[2], os, no), tol = (s->fp16_out ? 4e-3 : 8e-3) * 2;
+    const int ok = mismatched == 0 && e <= tol;
+    printf("%-4s recipes (%lld,%lld,%lld,%lld,%lld)%s %-28s exact on odd heads: heads unlike their recipe's own run "
+           "%ld, rel-L2(gpu, sim) %.2e\n",
+           ok ? "ok" : "FAIL", (long long)s->B, (long long)s->H, (long long)s->Sq, (long long)s->Skv, (long long)s->D,
+           s->q_gain != 0.0f ? " q x big" : "", vcattn_method_name(m), mismatched, e);
+    for (int r = 0; r < 3; ++r) free(o[r]);
+    free(l);
+    free(os);
+    free(flags);
+    CK(cudaFree(dflags));
+    free_inputs(&in);
+    return !ok;
+}
+
+static int run_recipes(void) {
+    const shape_t shapes[] = {
+        {1, 2, 300, 1024, 128, 0, 1, 0, 1, 1, 0}, {2, 3, 129, 300, 64, 0, 1, 0, 1, 1, 0},
+        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 1, 0},  {1, 2, 300, 400, 128, 0, 0, 0, 1, 1, 1e6f},
+    };
+    int fails = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        fails += recipes_shape(&shapes[i], VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT);
+        fails += recipes_shape(&shapes[i], VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT, VCATTN_METHOD_VSMOOTH_8BIT);
+    }
+    printf("recipes: %d failed\n", fails);
+    return fails;
 }
 
 /* ---- preprocessing alone ---------------------------------------------------------------- */
@@ -393,11 +466,12 @@ static int run_prepcheck(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        printf("usage: %s check | medium | small | prepcheck\n", argv[0]);
+        printf("usage: %s check | recipes | medium | small | prepcheck\n", argv[0]);
         return 2;
     }
     if (!have_sm90()) return 77;
-    if (!strcmp(argv[1], "check")) return run_check() ? 1 : 0;
+    if (!strcmp(argv[1], "check")) return run_check() + run_recipes() ? 1 : 0;
+    if (!strcmp(argv[1], "recipes")) return run_recipes() ? 1 : 0;
     if (!strcmp(argv[1], "medium")) return run_medium() ? 1 : 0;
     if (!strcmp(argv[1], "small")) return run_small() ? 1 : 0;
     if (!strcmp(argv[1], "prepcheck")) return run_prepcheck() ? 1 : 0;
