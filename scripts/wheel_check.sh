@@ -14,7 +14,9 @@
 # exits non-zero.
 #
 # Without nvcc (and no WHEEL given): "skipped", exit 0; with VCATTN_REQUIRE_WHEEL=1 (CI) a
-# failure instead.
+# failure instead.  nvcc is looked for as scripts/build_wheel.sh does ($CUDACXX, the PATH,
+# $CUDA_HOME/bin, /usr/local/cuda/bin); VCATTN_WHEEL_NVCC=<path>, when set, is the only
+# place looked at (VCATTN_WHEEL_NVCC= : as if there were none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -27,7 +29,10 @@ if [ $# -ge 1 ]; then
     [ -f "$whl" ] || fail "no such wheel: $1"
 else
     have_nvcc=0
-    for c in "${CUDACXX:-}" "$(command -v nvcc 2>/dev/null || true)" "${CUDA_HOME:+$CUDA_HOME/bin/nvcc}" /usr/local/cuda/bin/nvcc; do
+    if [ -n "${VCATTN_WHEEL_NVCC+set}" ]; then cands=("$VCATTN_WHEEL_NVCC")  # the only choice when set
+    else cands=("${CUDACXX:-}" "$(command -v nvcc 2>/dev/null || true)" "${CUDA_HOME:+$CUDA_HOME/bin/nvcc}" /usr/local/cuda/bin/nvcc)
+    fi
+    for c in "${cands[@]}"; do
         if [ -n "$c" ] && [ -x "$c" ]; then have_nvcc=1; break; fi
     done
     if [ $have_nvcc = 0 ]; then
