@@ -257,12 +257,19 @@ def _install_routers():
 def _remove_routers():
     """Called under _lock when the last handle is disabled."""
     global _sdpa_original
+    import sys
+
     import torch.nn.functional as F
 
     for name, (mod, fn) in _patched.items():
         if _is_router(getattr(mod, "dispatch_attention_fn", None)):
             setattr(mod, "dispatch_attention_fn", fn)
     _patched.clear()
+    for mod in list(sys.modules.values()):  # modules imported while enabled took the router from attention_dispatch
+        d = getattr(mod, "__dict__", None)
+        fn = d.get("dispatch_attention_fn") if isinstance(d, dict) else None
+        if _is_router(fn):
+            setattr(mod, "dispatch_attention_fn", fn.__wrapped__)
     if _sdpa_original is not None:
         if _is_router(F.scaled_dot_product_attention):
             F.scaled_dot_product_attention = _sdpa_original
