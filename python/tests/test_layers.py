@@ -13,12 +13,13 @@ LAYERS = [
     ["_lib"],                       # the library binding
     ["_tensors"],                   # numpy / torch -> pointers and strides
     ["_methods"],                   # method names, ids, flags
+    ["head_policy"],                # per-head recipes: the choice (C) and its application
     ["plan"],                       # Schedule, Plan (the one plan logic)
     ["_cpu", "_gpu", "_fallback"],  # the paths
     ["_ops"],                       # torch custom ops over the paths
     ["core", "eval_report"],        # the public call; the evaluation's report
     ["integration", "parallel", "eval", "capturing"],  # integrations, the evaluation, the capture
-    ["yunchang"],                   # vcattn inside yunchang's USP engine (over integration, parallel)
+    ["yunchang", "diffusers"],      # yunchang's USP engine, diffusers' dispatch (over integration, parallel)
     ["__init__"],
     ["info"],                       # python -m vcattn.info (reads the public package)
 ]

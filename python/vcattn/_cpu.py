@@ -12,11 +12,11 @@ import numpy as np
 
 from . import _lib, _tensors, head_policy
 from ._lib import check, lib
-from ._methods import config
+from ._methods import config, method_id
 from .plan import DEFAULT_KMEANS, Plan, cpu_kmeans
 
 __all__ = ["Problem", "simulate", "reference", "threads", "fixed_perm", "strided_rows", "reference_rows",
-           "simulate_rows", "plan_heads"]
+           "simulate_rows", "plan_heads", "measure_recipes"]
 
 
 def threads(num_threads):
@@ -92,7 +92,7 @@ def simulate(q, k, v, layout, sm_scale, return_lse, num_threads, method, plan=No
             cfg.v_smooth = 0  # the schedule turned V-Smooth off for this step
         elif isinstance(plan, Plan):
             perm, head_exact = plan.apply_recipes(
-                perm, method, lambda p: head_policy.measure_cpu(prob.params, method, p, prob.q.shape[2], plan.policy_rows))
+                perm, method, lambda p: measure_recipes(prob.params, method, p, prob.q.shape[2], plan.policy_rows))
     exact = None
     if cfg.v_smooth and head_exact is not None:
         exact = np.ascontiguousarray(head_exact, dtype=np.uint8)
@@ -192,3 +192,25 @@ def plan_heads(v, first_head: int, num_threads: int, clusters=None, iterations=N
     check(lib.vcattn_vsmooth_plan_heads(vo.ptr, b, h, int(first_head), s, d, strides, ctypes.byref(params),
                                         perm.ctypes.data, None, None), "vcattn_vsmooth_plan_heads")
     return perm
+
+
+def measure_recipes(problem_params, method: str, perm: np.ndarray, seq_q: int, rows: int):
+    """psnr (B*H, 4), floor (B*H,) on the CPU (vcattn_head_recipes_measure); problem_params: the
+    call's vcattn_attention_params (its o is not written: the C side uses buffers of its own)."""
+    n = min(int(rows), int(seq_q))
+    r = np.empty(n, np.int64)
+    check(lib.vcattn_strided_rows(int(seq_q), n, r.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))),
+          "vcattn_strided_rows")
+    bh = problem_params.batch * problem_params.heads
+    p = _lib.AttentionParams()
+    ctypes.pointer(p)[0] = problem_params  # a copy: o_stride is set for the compact rows below
+    d = p.head_dim
+    p.o_stride[:] = (p.heads * n * d, n * d, d)
+    p.lse = None
+    psnr = np.empty((bh, 4), np.float64)
+    floor_db = np.empty(bh, np.float64)
+    perm = np.ascontiguousarray(perm, dtype=np.int32)
+    check(head_policy.measure_fn()(ctypes.byref(p), method_id(method), perm.ctypes.data, r.ctypes.data, n,
+                                              psnr.ctypes.data, floor_db.ctypes.data),
+          "vcattn_head_recipes_measure", f"method {method}")
+    return psnr, floor_db

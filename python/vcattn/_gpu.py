@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import ctypes
 
-from . import _lib
+import numpy as np
+
+from . import _lib, head_policy
 from ._lib import check, lib
 from ._methods import GPU_METHODS, method_id, uses_vsmooth
 from .plan import DEFAULT_KMEANS
 
-__all__ = ["Unsupported", "available", "kmeans", "grouping", "attention"]
+__all__ = ["Unsupported", "available", "kmeans", "grouping", "attention", "measure_recipes"]
 
 _DTYPE_BF16, _DTYPE_FP16 = 0, 1
 
@@ -277,3 +279,44 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
     if out.dtype != q.dtype:
         out = out.to(q.dtype)
     return out, lse
+
+
+def _psnr_heads(ref, out):
+    """PSNR per (b, h) of (B, H, n, D) float tensors."""
+    import torch
+
+    err = (out.float() - ref).pow(2).mean(dim=(2, 3)).sqrt()
+    peak = ref.abs().amax(dim=(2, 3))
+    return (20 * torch.log10(peak / err.clamp_min(1e-30))).reshape(-1).double().cpu().numpy()
+
+
+def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int):
+    """psnr (B*H, 4), floor (B*H,) on the GPU: the kernel of every recipe and of sage2-8bit on
+    `rows` strided query rows (a small Q: the call's K/V preprocessing once per recipe), compared
+    with FP32 attention of the same rows."""
+    import torch
+
+    seq_dim = 2 if layout == "HND" else 1
+    sq = q.shape[seq_dim]
+    n = min(int(rows), int(sq))
+    idx = torch.as_tensor((np.arange(n, dtype=np.int64) * sq) // n, device=q.device)
+    qs = q.index_select(seq_dim, idx)
+    qh, kh, vh = (x if layout == "HND" else x.transpose(1, 2) for x in (qs, k, v))
+    scale = 1.0 / float(np.sqrt(q.shape[-1])) if sm_scale is None else float(sm_scale)
+    ref = torch.empty(qh.shape, dtype=torch.float32, device=q.device)
+    for h0 in range(0, qh.shape[1], 4):  # (rows x keys) FP32 scores, four heads at a time
+        s = torch.matmul(qh[:, h0:h0 + 4].float(), kh[:, h0:h0 + 4].float().transpose(-1, -2)) * scale
+        ref[:, h0:h0 + 4] = torch.matmul(torch.softmax(s, dim=-1), vh[:, h0:h0 + 4].float())
+        del s
+    b, h = ref.shape[0], ref.shape[1]
+    ones = torch.ones((b, h), dtype=torch.uint8, device=q.device)
+    ident = torch.arange(perm.shape[2], dtype=torch.int32, device=q.device).expand(perm.shape).contiguous()
+
+    def run(m, p=None, exact=None):
+        out, _ = attention(qs, k, v, layout, sm_scale, False, m, p, True, head_exact=exact)
+        return _psnr_heads(ref, out if layout == "HND" else out.transpose(1, 2))
+
+    floor_db = run("sage2-8bit")
+    psnr = np.stack([run(method, ident if r & head_policy.SEQUENCE else perm, ones if r & head_policy.EXACT_P else None)
+                     for r in range(4)], axis=1)
+    return psnr, floor_db

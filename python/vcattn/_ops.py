@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _cpu, _fallback, _gpu, _lib, _tensors, head_policy
+from . import _cpu, _fallback, _gpu, _lib, _tensors
 from ._lib import VcattnError, warn_once
 from ._methods import GPU_METHODS, uses_vsmooth
 from .plan import CACHE_STEP, LayerRef, Plan, cpu_kmeans, from_handle, is_cache_step
@@ -133,7 +133,7 @@ def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int
         if perm is not None:
             def measure(pm):
                 prob = _cpu.Problem(q, k, v, layout, 0.0 if scale is None else scale, False, _cpu.threads(None))
-                return head_policy.measure_cpu(prob.params, method, pm, prob.q.shape[2], p.policy_rows)
+                return _cpu.measure_recipes(prob.params, method, pm, prob.q.shape[2], p.policy_rows)
 
             perm, exact = p.apply_recipes(perm, method, measure)
     else:
@@ -145,7 +145,7 @@ def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int
             perm = p.resolve(shape, at, _gpu.grouping(p, v, layout), v.device)
             if perm is not None:
                 perm, exact = p.apply_recipes(
-                    perm, method, lambda pm: head_policy.measure_gpu(q, k, v, layout, scale, method, pm, p.policy_rows))
+                    perm, method, lambda pm: _gpu.measure_recipes(q, k, v, layout, scale, method, pm, p.policy_rows))
     flags = torch.zeros((b, h), dtype=torch.uint8, device=v.device)
     if perm is None:
         return torch.zeros((b, h, s), dtype=torch.int32, device=v.device), torch.tensor(0, dtype=torch.int8), flags
