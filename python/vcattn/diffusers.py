@@ -9,8 +9,10 @@ How it reaches the attention (the design)
 ------------------------------------------
 diffusers' video transformers attend in one of two ways, and enable() catches both:
 
-- ``dispatch_attention_fn`` (diffusers >= 0.35: Wan, VACE, Animate, SkyReels-V2,
-  HunyuanVideo, HunyuanVideo 1.5, LTX-Video, LTX-2, SANA-Video, ...).  Every
+- ``dispatch_attention_fn`` (diffusers >= 0.35; 0.34 has no attention_dispatch module:
+  Wan, VACE, Animate, SkyReels-V2, HunyuanVideo, HunyuanVideo 1.5, LTX-Video, LTX-2,
+  ChronoEdit, SANA-Video's cross-attention - its self-attention is linear, nothing to
+  route - ...).  Every
   ``transformer_*.py`` binds the name at import (``from ..attention_dispatch import
   dispatch_attention_fn``), and its ``AttentionBackendName`` enum is closed, so a backend
   cannot be registered by name.  enable() rebinds the name ``dispatch_attention_fn`` in
@@ -19,15 +21,18 @@ diffusers' video transformers attend in one of two ways, and enable() catches bo
   wrapper from ``attention_dispatch`` itself.  What the wrapper does not route goes to what
   was bound (the model's own backend: native, flash, sage, a context-parallel config, or a
   wrapper of another engine) with the same arguments.
-- ``torch.nn.functional.scaled_dot_product_attention`` called inside a processor
-  (diffusers 0.34, and CogVideoX, Mochi, Allegro, ... in every version): enable() swaps the
-  function in ``torch.nn.functional`` for a router.
+- ``torch.nn.functional.scaled_dot_product_attention`` called inside a processor (every
+  model on diffusers 0.34; CogVideoX, Mochi, Allegro, ... whose processors live in
+  ``attention_processor.py``, on 0.42 too): enable() swaps the function in
+  ``torch.nn.functional`` for a router.
 
 Both routers act only inside an attention module of an enabled transformer: a forward
 pre-hook on each module (every submodule with a ``processor``: diffusers' ``Attention``,
-``AttentionModuleMixin`` and model-specific classes such as ``MochiAttention``) names the layer, a forward
-hook clears it.  Elsewhere (text encoders, VAEs, other models) the calls pass through
-untouched, and inside the dispatch's own fallback the SDPA router passes too.  Processors
+``AttentionModuleMixin`` classes, ``MochiAttention``) names the layer, a forward hook
+clears it.  That note is process-wide: run one enabled pipeline at a time per process.
+Elsewhere (text encoders, VAEs, other models) the calls pass through untouched, and so do
+the SDPA calls of the native backend behind a dispatch call that was not routed (no call is
+counted twice).  Processors
 are not replaced (their signatures, ``set_attention_backend`` and other engines' hooks are
 left alone).  The name is the module's path in the transformer (``blocks.3.attn1``; a
 second transformer of the pipeline, e.g. Wan 2.2's ``transformer_2``, prefixes its
@@ -56,8 +61,10 @@ swapped in later is not hooked).  With a bare transformer there is no loop to fo
 each layer groups on its first call and reuses that plan afterwards.
 
 torch.compile: the hooks and routers are plain Python over shapes and flags, so dynamo
-traces them; a routed call is the custom op ``torch.ops.vcattn.attention`` reading the
-cache's step when it runs (no recompilation per step).  The per-layer counts of
+traces them (a tiny Wan compiles to one graph with ``fullgraph=True``); a routed call is
+the custom op ``torch.ops.vcattn.attention`` reading the cache's step when it runs (no
+recompilation per step).  Each layer's name is a constant of its traced code, so
+compiling one block class for all blocks (regional compilation) traces it once per block.  The per-layer counts of
 ``summary()`` are kept by eager calls only: a compiled call is not counted (counting would
 bake a number into the graph).  Compile after enable() (or let it recompile once).
 """
