@@ -203,6 +203,13 @@ typedef enum vcattn_head_policy {
     VCATTN_HEAD_POLICY_COUNT
 } vcattn_head_policy;
 
+/* The defaults of the measurement and the choice (one definition for the C tools and Python):
+ * query rows measured per head, and the margin over the host recipe the FLOOR policy asks for
+ * (dB; a few hundred rows' PSNR is an estimate: docs/method.md, "Per-head recipes"). */
+#define VCATTN_HEAD_POLICY_ROWS 512
+#define VCATTN_HEAD_POLICY_MARGIN_DB 0.25
+void vcattn_head_policy_defaults(int64_t *rows, double *margin_db);
+
 /* The choice, from measurements: psnr (n_heads, VCATTN_RECIPE_COUNT) in dB of each recipe
  * on each head, floor_db (n_heads) the host recipe's PSNR on the same rows (may be NULL
  * for FASTEST and FAITHFUL), margin_db added to the floor.  Writes recipe (n_heads).

@@ -57,9 +57,10 @@ DIR="$(dirname "$BIN")"
 # the peers carried into the run: SageAttention2 (prebuilt, peer/ or .peer/) and the
 # nvidia-cudnn-frontend wheel (.whl/) for cuDNN's FP8 attention
 peers_path() {
-    if [ -z "${VC_SAGE_PATH:-}" ] && ls peer/sageattention-*.tar.xz .peer/sageattention-*.tar.xz > /dev/null 2>&1; then
-        mkdir -p /tmp/sa && tar -xJf $(ls peer/sageattention-*.tar.xz .peer/sageattention-*.tar.xz 2>/dev/null | head -1) -C /tmp/sa &&
-            VC_SAGE_PATH=/tmp/sa
+    local sa
+    sa=$(ls peer/sageattention-*.tar.xz .peer/sageattention-*.tar.xz 2>/dev/null | head -1)
+    if [ -z "${VC_SAGE_PATH:-}" ] && [ -n "$sa" ]; then
+        mkdir -p /tmp/sa && tar -xJf "$sa" -C /tmp/sa && VC_SAGE_PATH=/tmp/sa
     fi
     if ls .whl/nvidia_cudnn_frontend-*.whl > /dev/null 2>&1 && [ ! -d /tmp/site/cudnn ]; then
         python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -106,10 +107,11 @@ if has bench; then
     # cuDNN's FP8 attention (nvidia-cudnn-frontend from .whl/, carried; docs/benchmarks.md)
     (cd tests/gpu && timeout 300 python3 bench_fp8_peer.py $shapes_py) 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
     say "== bench: vcattn"
+    exact_counts=${VC_BENCH_EXACT_HEADS:-}
     for s in $SHAPES; do
-        timeout 120 "$DIR/gpu_bench" bench ${s//,/ } 5 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
+        VC_BENCH_EXACT_HEADS= timeout 120 "$DIR/gpu_bench" bench ${s//,/ } 5 2>&1 | tee -a "$LOG" "$OUT/bench.txt"
         # VC_BENCH_EXACT_HEADS=n: the default with n heads on the exact P (a plan's head recipes)
-        for n in ${VC_BENCH_EXACT_HEADS:-}; do
+        for n in $exact_counts; do
             VC_BENCH_EXACT_HEADS=$n VC_BENCH_METHODS=${VC_BENCH_EXACT_METHOD:-vsmooth-split-blockmax-8bit} \
                 timeout 120 "$DIR/gpu_bench" bench ${s//,/ } 5 2>&1 | sed "s/+exact/+exact$n/" | tee -a "$LOG" "$OUT/bench.txt"
         done

@@ -22,6 +22,11 @@ static int vc_best_of(const double *ps, int lo, int hi) {
     return best;
 }
 
+void vcattn_head_policy_defaults(int64_t *rows, double *margin_db) {
+    if (rows) *rows = VCATTN_HEAD_POLICY_ROWS;
+    if (margin_db) *margin_db = VCATTN_HEAD_POLICY_MARGIN_DB;
+}
+
 vcattn_status vcattn_head_recipes_choose(vcattn_head_policy policy, int64_t n_heads, const double *psnr,
                                          const double *floor_db, double margin_db, uint8_t *recipe) {
     if (!psnr || !recipe) return VCATTN_STATUS_NULL_POINTER;

@@ -41,6 +41,7 @@ typedef struct vc_eval_options {
     int64_t head_count; /* 0: every head */
     int policy;          /* -1: none; else a vcattn_head_policy: the per-head recipes, as extra rows */
     int64_t policy_rows; /* query rows the policy measures per head */
+    double policy_margin_db; /* over the host recipe, for the floor policy */
 } vc_eval_options;
 
 int vc_eval_parse(int argc, char **argv, vc_eval_options *o);

@@ -397,7 +397,7 @@ int vc_cmd_eval(int argc, char **argv) {
                 pb.k = kh + b0 * ks[0];
                 pb.v = vh + b0 * ks[0];
                 st = vcattn_head_recipes_measure(&pb, m, perm + b0 * Skv, prows, npr, ps, fl);
-                if (!st) st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps, fl, 0.0, rec + b0);
+                if (!st) st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps, fl, o.policy_margin_db, rec + b0);
             }
             if (st) { progress("\n"); rc = vc_cli_fail("head_recipes", st); goto done; }
             /* one (batch, head) view per batch item: its order from the plan or the identity */

@@ -53,7 +53,9 @@ static const char *k_eval_usage =
     "                            per head as a vcattn.Plan does (docs/method.md, \"Per-head\n"
     "                            recipes\"); rows \"METHOD+policy\", and the recipe per head\n"
     "  --policy-rows N           query rows the policy measures per head, 1..2^30\n"
-    "                            (default 128)\n"
+    "                            (default 512)\n"
+    "  --policy-margin DB        the floor policy's margin over sage2-8bit, dB, -10..10\n"
+    "                            (default 0.25)\n"
     "output:\n"
     "  --json                    one JSON object per method on stdout, with a \"heads\"\n"
     "                            array (schema: docs/eval-json.md); printed at the end\n"
@@ -145,7 +147,7 @@ static int takes_value(const char *a) {
     static const char *const k_names[] = {"--grid", "--cube", "--methods", "--heads", "--query-rows",
                                           "--workload-heads", "--frames", "--height", "--width", "--head-dim",
                                           "--seed", "--clusters", "--iterations", "--tv-stride", "--threads",
-                                          "--scale", "--policy", "--policy-rows"};
+                                          "--scale", "--policy", "--policy-rows", "--policy-margin"};
     for (size_t i = 0; i < sizeof k_names / sizeof k_names[0]; ++i)
         if (!strcmp(a, k_names[i])) return 1;
     return 0;
@@ -160,7 +162,7 @@ int vc_eval_parse(int argc, char **argv, eval_options *o) {
     o->cube[2] = 8;
     o->tv_stride = 16;
     o->policy = -1;
-    o->policy_rows = 128;
+    vcattn_head_policy_defaults(&o->policy_rows, &o->policy_margin_db);
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) o->methods[m] = m;
     o->method_count = VCATTN_METHOD_COUNT;
     for (int i = 0; i < argc; ++i) {
@@ -268,6 +270,12 @@ int vc_eval_parse(int argc, char **argv, eval_options *o) {
             ++i;
         } else if (!strcmp(a, "--policy-rows")) {
             if ((rc = vc_cli_int_option("eval", a, "a row count", val, 1, 1 << 30, &o->policy_rows))) return rc;
+            ++i;
+        } else if (!strcmp(a, "--policy-margin")) {
+            char *end;
+            o->policy_margin_db = strtod(val, &end);
+            if (end == val || *end || !(o->policy_margin_db >= -10.0 && o->policy_margin_db <= 10.0))
+                return vc_cli_usage_error("eval", "--policy-margin wants a number of dB in -10..10, got '%s'", val);
             ++i;
         } else if (!strcmp(a, "--scale")) {
             char *end;

@@ -30,7 +30,6 @@ __all__ = ["POLICIES", "RECIPES", "SEQUENCE", "EXACT_P", "check_policy", "choose
 POLICIES = ("floor", "fastest", "faithful")
 SEQUENCE, EXACT_P = 1, 2  # VCATTN_RECIPE_SEQUENCE, VCATTN_RECIPE_EXACT_P
 RECIPES = ("k-means", "sequence", "k-means+exact-P", "sequence+exact-P")
-DEFAULT_ROWS = 128
 
 _P = ctypes.c_void_p
 _i64 = ctypes.c_int64
@@ -45,6 +44,15 @@ def _fn(name):
     f = getattr(lib, name)
     f.argtypes, f.restype = _SIGS[name], ctypes.c_int
     return f
+
+
+def defaults():
+    """(rows, margin_db): the measurement's defaults (vcattn_head_policy_defaults, vcattn.h)."""
+    rows, margin = ctypes.c_int64(), ctypes.c_double()
+    f = lib.vcattn_head_policy_defaults
+    f.argtypes, f.restype = [ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)], None
+    f(ctypes.byref(rows), ctypes.byref(margin))
+    return rows.value, margin.value
 
 
 def measure_fn():

@@ -345,9 +345,11 @@ class Plan:
 
     def __init__(self, perm=None, centroids=None, *, clusters: int = 64, iterations: int = 8, seed: int = 0,
                  schedule: Schedule | None = None, warm_start: bool = True, num_threads: int = 0, name=None,
-                 policy: str | None = "floor", policy_rows: int = head_policy.DEFAULT_ROWS,
-                 policy_margin_db: float = 0.0):
+                 policy: str | None = "floor", policy_rows: int | None = None, policy_margin_db: float | None = None):
         check_kmeans_args(clusters, iterations, num_threads)
+        rows_default, margin_default = head_policy.defaults()
+        policy_rows = rows_default if policy_rows is None else policy_rows
+        policy_margin_db = margin_default if policy_margin_db is None else policy_margin_db
         head_policy.check_policy(policy, policy_rows, policy_margin_db)
         self.policy = policy
         self.policy_rows = int(policy_rows)
@@ -355,6 +357,7 @@ class Plan:
         self.recipes = None       # (B, H) uint8 head recipes (vcattn.head_policy), chosen on first use
         self.recipe_psnr = None   # (B, H, 4) what each recipe measured, dB
         self.recipe_floor = None  # (B, H) the host recipe's (sage2-8bit) PSNR on the same rows
+        self._applied = None      # (perm, perm with the recipes applied, exact-P flags)
         if schedule is not None and not isinstance(schedule, Schedule):
             raise TypeError("vcattn.Plan: schedule must be a vcattn.Schedule or None")
         self.clusters = int(clusters)
@@ -465,7 +468,18 @@ class Plan:
             self.recipes = head_policy.choose(self.policy, psnr, floor_db, self.policy_margin_db).reshape(b, h)
             self.recipe_psnr = psnr.reshape(b, h, 4)
             self.recipe_floor = floor_db.reshape(b, h)
-        return head_policy.apply(perm, self.recipes)
+            self._applied = None
+        # the applied permutation and flags are kept while the plan's permutation stays: a call
+        # captured in a CUDA graph then copies nothing from the host
+        applied = getattr(self, "_applied", None)  # plans pickled before it existed
+        if applied is None or applied[0] is not perm:
+            out, exact = head_policy.apply(perm, self.recipes)
+            if exact is not None and not isinstance(perm, np.ndarray):
+                import torch
+
+                exact = torch.as_tensor(exact, device=perm.device)
+            self._applied = (perm, out, exact)
+        return self._applied[1], self._applied[2]
 
     def recipe_summary(self) -> dict:
         """Per head: the chosen recipe and what each recipe measured against the floor (dB)."""
@@ -483,6 +497,7 @@ class Plan:
         p = Plan(clusters=self.clusters, iterations=self.iterations, seed=self.seed, schedule=self.schedule,
                  warm_start=self.warm_start, num_threads=self.num_threads, name=self.name, policy=self.policy,
                  policy_rows=self.policy_rows, policy_margin_db=self.policy_margin_db)
+        p._applied = None
         for name in ("recipes", "recipe_psnr", "recipe_floor"):
             val = getattr(self, name)
             setattr(p, name, None if val is None else val.copy())
