@@ -146,7 +146,8 @@ def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int
             if perm is not None:
                 perm, exact = p.apply_recipes(
                     perm, method, lambda pm: _gpu.measure_recipes(q, k, v, layout, scale, method, pm, p.policy_rows))
-    flags = torch.zeros((b, h), dtype=torch.uint8, device=v.device)
+    # read only when the state says 2: without exact-P heads an uninitialised tensor (no kernel launch)
+    flags = torch.empty((b, h), dtype=torch.uint8, device=v.device)
     if perm is None:
         return torch.zeros((b, h, s), dtype=torch.int32, device=v.device), torch.tensor(0, dtype=torch.int8), flags
     if exact is not None:
