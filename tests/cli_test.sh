@@ -35,6 +35,20 @@ expect_rc 2 "missing value exits 2" "$cli" eval --clusters
 expect_rc 1 "unsupported head dim exits 1" "$cli" eval --head-dim 96 --frames 1 --height 4 --width 64 --quiet
 grep -q "head dimension" "$tmp/err" && ok "head-dim error says why" || bad "head-dim error says why"
 
+# per-head recipes: eval --policy adds METHOD+policy rows and the recipe of every head
+expect_rc 0 "eval --policy floor" "$cli" eval --workload-heads 2 --frames 1 --height 16 --width 32 --query-rows 32 \
+    --policy-rows 32 --methods sage2-8bit,vsmooth-split-blockmax-8bit --policy floor --quiet
+grep -q "vsmooth-split-blockmax-8bit+policy" "$tmp/out" && ok "--policy prints the policy rows" || bad "--policy prints the policy rows"
+grep -Eq "recipe per head 0 (k-means|sequence)[a-zA-Z+-]*, 1 (k-means|sequence)" "$tmp/out" && ok "--policy names each head's recipe" ||
+    bad "--policy names each head's recipe"
+expect_rc 0 "eval --policy --json" "$cli" eval --workload-heads 1 --frames 1 --height 16 --width 32 --query-rows 32 \
+    --policy-rows 32 --methods vsmooth-split-blockmax-8bit --policy faithful --json --quiet
+grep -q '"method": "vsmooth-split-blockmax-8bit+policy", "policy": "faithful"' "$tmp/out" && grep -q '"recipes": \["' "$tmp/out" &&
+    ok "--policy JSON carries the policy and the recipes" || bad "--policy JSON carries the policy and the recipes"
+expect_err 2 "a bad --policy exits 2" "floor, fastest or faithful" "$cli" eval --policy best --quiet
+expect_err 2 "--policy without a method that has an exact sibling exits 2" "exact sibling" "$cli" eval --methods sage2-8bit \
+    --policy floor --frames 1 --height 4 --width 64 --quiet
+
 # numerics: the ExpCast facts
 expect_rc 0 "numerics --json" "$cli" numerics --json --samples 20000
 for key in agree_share max_code_diff ratio_min ratio_max row_tv_bound cut_octaves tail_mass_ratio blockmax total_descent_max group_floor restore_coefficient_max restore_operand_max split exp_share scale_ratio rms_log2_error; do

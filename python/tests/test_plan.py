@@ -129,3 +129,70 @@ def test_plan_validation():
         vcattn.Plan(schedule=40)
     with pytest.raises(TypeError):
         vcattn.PlanCache(schedule="paper")
+
+
+# ---- per-head recipes (vcattn.head_policy) ---------------------------------------------------
+
+def _sink_heads(rng, s=512, d=64):
+    """Two heads: head 0 ordinary, head 1 a sink head (a few tokens with massive V whose keys
+    take most of every row's mass), as docs/workload.md describes them."""
+    q, k, v = make_qkv(rng, h=2, sq=s, d=d)
+    sinks = rng.choice(s, 6, replace=False)
+    u = rng.standard_normal(d).astype(np.float32)
+    u /= np.linalg.norm(u)
+    q[0, 1] += 3.0 * u
+    k[0, 1, sinks] += 9.0 * np.sqrt(d) / 3.0 * u  # ~9 nats above the rest
+    v[0, :, sinks] *= 12.0
+    return q, k, v
+
+
+def test_plan_recipes_are_measured_once_and_replayed(rng):
+    q, k, v = _sink_heads(rng)
+    plan = vcattn.Plan(policy="floor", policy_rows=64)
+    out = vcattn.attention(q, k, v, plan=plan)
+    assert plan.recipes.shape == (1, 2) and plan.recipes.dtype == np.uint8
+    s = plan.recipe_summary()
+    assert s["policy"] == "floor" and len(s["recipes"]) == 2 and len(s["margin_db"][0]) == 4
+    psnr, floor = plan.recipe_psnr, plan.recipe_floor
+    # the floor rule, from what was measured: the first recipe that reaches sage2-8bit + margin
+    for h in range(2):
+        need = floor[0, h] + plan.policy_margin_db
+        ok = [r for r in range(4) if psnr[0, h, r] >= need]
+        want = ok[0] if ok else int(np.argmax(psnr[0, h]))
+        assert plan.recipes[0, h] == want
+    # replayed: the same recipes and output on the next call, nothing measured again
+    before = plan.recipe_psnr.copy()
+    np.testing.assert_array_equal(vcattn.attention(q, k, v, plan=plan), out)
+    assert plan.recipe_psnr is not None and np.array_equal(plan.recipe_psnr, before)
+    # the output is the method run per head with the chosen recipe (identity order, exact P)
+    perm, exact = vcattn.head_policy.apply(plan.perm, plan.recipes.reshape(-1))
+    ref = vcattn.attention(q, k, v, plan=vcattn.Plan(perm, policy=None))
+    if exact is None:
+        np.testing.assert_array_equal(out, ref)
+    for h in range(2):
+        if not plan.recipes[0, h] & vcattn.head_policy.EXACT_P:
+            np.testing.assert_array_equal(out[0, h], ref[0, h])
+
+
+def test_plan_policy_none_is_the_method_as_it_is(rng):
+    q, k, v = make_qkv(rng)
+    plan = vcattn.Plan(policy=None)
+    a = vcattn.attention(q, k, v, plan=plan)
+    assert plan.recipes is None and plan.recipe_summary() == {}
+    np.testing.assert_array_equal(a, vcattn.attention(q, k, v, plan=plan.perm))
+
+
+def test_plan_faithful_beats_the_floor_on_the_measured_rows(rng):
+    q, k, v = _sink_heads(rng)
+    plan = vcattn.Plan(policy="faithful", policy_rows=64)
+    vcattn.attention(q, k, v, plan=plan)
+    best = plan.recipe_psnr.max(axis=2)
+    chosen = np.take_along_axis(plan.recipe_psnr, plan.recipes[..., None].astype(np.int64), axis=2)[..., 0]
+    np.testing.assert_array_equal(chosen, best)
+
+
+@pytest.mark.parametrize("kw, word", [(dict(policy="best"), "policy"), (dict(policy_rows=0), "policy_rows"),
+                                      (dict(policy_margin_db=float("nan")), "policy_margin_db")])
+def test_plan_policy_arguments_are_checked(kw, word):
+    with pytest.raises(ValueError, match=word):
+        vcattn.Plan(**kw)
