@@ -30,6 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import vcattn  # noqa: E402
+from bench_sdpa import time_ms  # noqa: E402  (the same CUDA-event median as the benchmarks)
 
 METHOD = vcattn.DEFAULT_METHOD
 
@@ -57,18 +58,6 @@ def metrics(ref, out):
     layer = float(20 * torch.log10(ref.abs().max() / e.pow(2).mean().sqrt()))
     rel = float(e.norm() / ref.norm())
     return dict(head_psnr=per_head, layer_psnr=layer, rel_l2=rel)
-
-
-def time_call(fn, iters=5):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(iters):
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e))
-    return sorted(ts)[len(ts) // 2]
 
 
 def first_call_ms(fn):
@@ -117,7 +106,7 @@ def main():
                 out, first = first_call_ms(lambda: vcattn.attention(q, k, v, plan=plan, method=METHOD, strict=True))
                 row[label] = metrics(ref, out)
                 row[label]["first_call_ms"] = first
-                row[label]["reuse_ms"] = time_call(lambda: vcattn.attention(q, k, v, plan=plan, method=METHOD))
+                row[label]["reuse_ms"] = time_ms(lambda: vcattn.attention(q, k, v, plan=plan, method=METHOD), 5)
                 if kw == {}:
                     row[label]["recipes"] = vcattn.head_policy.names(plan.recipes)
                     row[label]["measured_margin_db"] = plan.recipe_summary()["margin_db"]
