@@ -81,6 +81,11 @@ double vc_softmax_scale(const vcattn_attention_params *p);
 /* The per-head Q multiplier g_h the workload generator uses for slice (b, h)
  * (1 when head_scale_min/max are 0); for tools that describe a workload. */
 double vc_workload_head_scale(const vcattn_workload_params *p, int64_t b, int64_t h);
+/* workload_sinks.c: slice (b, h)'s sink tokens and, in a sink head, their score (before RoPE);
+ * g the head's Q scale, q_scale the Q std it multiplies */
+#define VC_WORKLOAD_SINK_MAX_EXTRA 64 /* sink_extra_tokens bound */
+void vc_workload_head_sinks(const vcattn_workload_params *p, int64_t b, int64_t h, int64_t seq, double g,
+                            double q_scale, float *q, float *k, float *v);
 /* The checks of the *_rows calls: p as vcattn_attention_params_validate, except
  * that o's strides describe (B, H, n_rows, D); rows strictly ascending in
  * [0, seq_q). */
