@@ -610,7 +610,8 @@ typedef struct vcattn_gpu_params {
 } vcattn_gpu_params;
 
 /* Contiguous (B, H, S, D) strides for all four tensors, BF16 in and out,
- * method vsmooth-8bit, default scale, no permutation, no LSE. */
+ * method vsmooth-split-blockmax-8bit (the default), default scale, no permutation, no LSE,
+ * every head the method's P. */
 void vcattn_gpu_params_init(vcattn_gpu_params *p, int64_t batch, int64_t heads, int64_t seq_q,
                             int64_t seq_kv, int64_t head_dim, const void *q, const void *k,
                             const void *v, void *o);
