@@ -423,12 +423,21 @@ def test_parallelize_wan_shards_both_rotary_embedding_forms():
 @pytest.mark.parametrize("world,name", [(2, "wan_ring_quant"), (4, "wan_hybrid_ref")])
 def test_parallelize_wan_matches_the_single_process_transformer(world, name):
     _, _, _, fn = next(c for c in WAN_CASES[world] if c[0] == name)
-    with torch.no_grad():
-        want = tiny_wan()(*wan_inputs(), return_dict=False)[0]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the ranks run (_worker): CPU matmul blocking follows the thread count
+    try:
+        with torch.no_grad():
+            want = tiny_wan()(*wan_inputs(), return_dict=False)[0]
+    finally:
+        torch.set_num_threads(threads)
     outs = [r[name]["out"] for r in results(world)]
     assert all(torch.equal(outs[0], o) for o in outs)           # every rank has the whole output
     for r in results(world):
-        assert torch.equal(r[name]["plain"], want)              # remove() restored the model
+        # remove() restored the model: the plain model's output, up to float32 rounding (this
+        # process's math libraries may take other paths than the freshly spawned ranks'; the
+        # method itself is ~5e-5 away at this size, so a model left patched still fails)
+        plain = vcattn.fidelity(want.numpy(), r[name]["plain"].numpy())
+        assert plain["rel_l2"] < 2e-6, plain
     f = vcattn.fidelity(want.numpy(), outs[0].numpy())
     if fn == "reference":
         # exact attention per rank vs the model's float32 SDPA: float32 rounding only
