@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from bench_sdpa import time_ms
+from bench_sdpa import randn_inputs, time_ms
 
 
 def fp8_fn(q, k, v):
@@ -54,10 +54,7 @@ def main():
           flush=True)
     for arg in sys.argv[1:]:
         B, H, Sq, Skv, D = (int(x) for x in arg.split(","))
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q = torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16, generator=g)
-        k = torch.randn(B, H, Skv, D, device="cuda", dtype=torch.bfloat16, generator=g)
-        v = torch.randn(B, H, Skv, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        q, k, v = randn_inputs(B, H, Sq, Skv, D)
         flops = 4.0 * B * H * Sq * Skv * D
         try:
             fn = fp8_fn(q, k, v)

@@ -29,6 +29,12 @@ def time_ms(fn, iters):
     return ts[len(ts) // 2]
 
 
+def randn_inputs(B, H, Sq, Skv, D):
+    """The benchmarks' BF16 randn q (B,H,Sq,D), k and v (B,H,Skv,D) on the GPU, seed 0."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    return tuple(torch.randn(B, H, s, D, device="cuda", dtype=torch.bfloat16, generator=g) for s in (Sq, Skv, Skv))
+
+
 def sage2_fn():
     try:
         from sageattention import core
@@ -45,10 +51,7 @@ def main():
           f"gpu {torch.cuda.get_device_name()}", flush=True)
     for arg in sys.argv[1:]:
         B, H, Sq, Skv, D = (int(x) for x in arg.split(","))
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q = torch.randn(B, H, Sq, D, device="cuda", dtype=torch.bfloat16, generator=g)
-        k = torch.randn(B, H, Skv, D, device="cuda", dtype=torch.bfloat16, generator=g)
-        v = torch.randn(B, H, Skv, D, device="cuda", dtype=torch.bfloat16, generator=g)
+        q, k, v = randn_inputs(B, H, Sq, Skv, D)
         flops = 4.0 * B * H * Sq * Skv * D
         iters = 5 if flops > 5e13 else 20
         for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)):
