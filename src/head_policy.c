@@ -57,20 +57,16 @@ vcattn_status vcattn_head_recipes_choose(vcattn_head_policy policy, int64_t n_he
     return VCATTN_STATUS_SUCCESS;
 }
 
-/* PSNR per (batch, head) of out against ref, both (BH, n, D) contiguous */
-static void vc_psnr_heads(const float *ref, const float *out, int64_t bh, int64_t n, int64_t d, double *ps,
-                          int64_t stride) {
+/* PSNR per (batch, head) of out against ref, both (BH, n, D) contiguous (metrics.c's) */
+static vcattn_status vc_psnr_heads(const float *ref, const float *out, int64_t bh, int64_t n, int64_t d, double *ps,
+                                   int64_t stride) {
     for (int64_t i = 0; i < bh; ++i) {
-        const float *r = ref + i * n * d, *o = out + i * n * d;
-        double peak = 0.0, err2 = 0.0;
-        for (int64_t j = 0; j < n * d; ++j) {
-            const double e = (double)o[j] - (double)r[j];
-            err2 += e * e;
-            if (fabs((double)r[j]) > peak) peak = fabs((double)r[j]);
-        }
-        const double rmse = sqrt(err2 / (double)(n * d));
-        ps[i * stride] = rmse > 0.0 ? 20.0 * log10(peak / rmse) : INFINITY;
+        vcattn_fidelity f;
+        vcattn_status st = vcattn_fidelity_compare(ref + i * n * d, out + i * n * d, n * d, &f);
+        if (st) return st;
+        ps[i * stride] = f.psnr_db;
     }
+    return VCATTN_STATUS_SUCCESS;
 }
 
 vcattn_status vcattn_head_recipes_measure(const vcattn_attention_params *p, vcattn_method method,
@@ -111,11 +107,11 @@ vcattn_status vcattn_head_recipes_measure(const vcattn_attention_params *p, vcat
     st = vcattn_reference_attention_rows(&q, rows, n_rows);
     q.o = out;
     if (!st) st = vcattn_simulate_attention_rows(&q, &host, NULL, rows, n_rows, NULL);
-    if (!st) vc_psnr_heads(ref, out, bh, n_rows, D, floor_db, 1);
+    if (!st) st = vc_psnr_heads(ref, out, bh, n_rows, D, floor_db, 1);
     for (int r = 0; r < VCATTN_RECIPE_COUNT && !st; ++r) {
         st = vcattn_simulate_attention_heads(&q, &cfg, (r & VCATTN_RECIPE_SEQUENCE) ? ident : perm,
                                              (r & VCATTN_RECIPE_EXACT_P) ? all_exact : NULL, rows, n_rows, NULL);
-        if (!st) vc_psnr_heads(ref, out, bh, n_rows, D, psnr + r, VCATTN_RECIPE_COUNT);
+        if (!st) st = vc_psnr_heads(ref, out, bh, n_rows, D, psnr + r, VCATTN_RECIPE_COUNT);
     }
     free(ref);
     free(out);

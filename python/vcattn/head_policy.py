@@ -18,6 +18,7 @@ FP32 attention on the GPU (``_gpu.measure_recipes``).  Policies:
 from __future__ import annotations
 
 import ctypes
+import functools
 
 import numpy as np
 
@@ -70,8 +71,10 @@ def check_policy(policy, rows, margin_db):
         raise ValueError(f"vcattn: policy_margin_db must be a finite number of dB, got {margin_db!r}")
 
 
+@functools.lru_cache(maxsize=None)
 def has_exact_sibling(method: str) -> bool:
-    """True for a V-Smooth method whose P has an exact-exponential sibling (the recipes apply)."""
+    """True for a V-Smooth method whose P has an exact-exponential sibling (the recipes apply);
+    asked of C once per method, not on every call."""
     from ._methods import config
 
     out = _lib.MethodConfig()
