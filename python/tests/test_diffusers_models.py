@@ -8,8 +8,10 @@ nothing downloaded, CPU): 1-2 layers, 2 heads of 64 or 128, a few hundred tokens
   1e-4 .. 1e-3 here);
 - the calls routed to vcattn and those left to the model's backend are counted exactly,
   per reason (``handle.summary()``): self-attention routed (> 0), cross-attention to the
-  text left with reason ``cross_attention``, HunyuanVideo's padded joint attention with
-  reason ``attn_mask``, and no ``attn_mask`` fallback where the model does not mask;
+  text left with reason ``cross_attention``, HunyuanVideo's and HunyuanVideo-1.5's padded joint
+  attention routed (its mask is a per-sample prefix, ``vcattn.masks``), only HunyuanVideo's token
+  refiner left with reason ``attn_mask`` (its mask also keeps key 0 for the padded rows: not a
+  prefix), and no ``attn_mask`` fallback anywhere else;
 - ``disable()`` restores the model (bit-identical output to the unpatched one).
 
 Families are parametrised by the class names the installed diffusers ships; the others
@@ -73,9 +75,13 @@ def hunyuan15_cfg():
 
 def hunyuan15_inputs():
     # (1, 4, 4, 8, 8), patch 1: 256 video tokens
+    # 6 + 4 text tokens, 2 + 1 of them padding: the model moves them to the end of the joint sequence
+    mask, mask_2 = torch.ones(1, 6), torch.ones(1, 4)
+    mask[:, 4:] = 0
+    mask_2[:, 3:] = 0
     return dict(hidden_states=rand(1, 4, 4, 8, 8), timestep=torch.tensor([500.0]),
-                encoder_hidden_states=rand(1, 6, 16, seed=2), encoder_attention_mask=torch.ones(1, 6),
-                encoder_hidden_states_2=rand(1, 4, 8, seed=3), encoder_attention_mask_2=torch.ones(1, 4),
+                encoder_hidden_states=rand(1, 6, 16, seed=2), encoder_attention_mask=mask,
+                encoder_hidden_states_2=rand(1, 4, 8, seed=3), encoder_attention_mask_2=mask_2,
                 image_embeds=torch.zeros(1, 3, 12), return_dict=False)
 
 
@@ -164,9 +170,11 @@ FAMILIES = {
     "SkyReelsV2Transformer3DModel": (wan_like, wan_inputs, dict(vcattn=2, cross_attention=2)),
     "WanVACETransformer3DModel": (lambda: wan_like(dict(vace_layers=[0], vace_in_channels=8)), vace_inputs,
                                   dict(vcattn=3, cross_attention=3)),  # 2 blocks + 1 VACE block
-    # the joint attention (double and single blocks) and the token refiner pass a padding mask: all fall back
-    "HunyuanVideoTransformer3DModel": (hunyuan_cfg, hunyuan_inputs, dict(vcattn=0, attn_mask=3)),
-    "HunyuanVideo15Transformer3DModel": (hunyuan15_cfg, hunyuan15_inputs, dict(vcattn=0, attn_mask=2)),
+    # the joint attention (double and single blocks) passes a key-padding mask: routed; the token
+    # refiner's mask keeps key 0 for the padded text rows (not a prefix): the model's backend
+    "HunyuanVideoTransformer3DModel": (hunyuan_cfg, hunyuan_inputs, dict(vcattn=2, attn_mask=1)),
+    # a joint valid[i] & valid[j] mask in the block and a per-head one in the token refiner: routed
+    "HunyuanVideo15Transformer3DModel": (hunyuan15_cfg, hunyuan15_inputs, dict(vcattn=2)),
     "CogVideoXTransformer3DModel": (cogvideox_cfg, cogvideox_inputs, dict(vcattn=2)),  # joint text + video
     "LTXVideoTransformer3DModel": (ltx_cfg, ltx_inputs, dict(vcattn=2, cross_attention=2)),
     # video self-attention routed; audio self-attention (head_dim 4) and the text / audio <-> video cross-attention not
@@ -224,4 +232,4 @@ def test_family(name):
     assert torch.equal(again, want)
     assert f["rel_l2"] < REL_L2, f
     assert {"vcattn": s["vcattn"], **s["backend"]} == expected, s
-    assert "attn_mask" not in s["backend"] or name.startswith("HunyuanVideo")
+    assert "attn_mask" not in s["backend"] or name == "HunyuanVideoTransformer3DModel"

@@ -14,7 +14,7 @@ LAYERS = [
     ["_tensors"],                   # numpy / torch -> pointers and strides
     ["_methods"],                   # method names, ids, flags
     ["head_policy"],                # per-head recipes: the choice (C) and its application
-    ["plan"],                       # Schedule, Plan (the one plan logic)
+    ["plan", "masks"],              # Schedule, Plan (the one plan logic); masks read as lengths
     ["_cpu", "_gpu", "_fallback"],  # the paths
     ["_ops"],                       # torch custom ops over the paths
     ["core", "eval_report"],        # the public call; the evaluation's report

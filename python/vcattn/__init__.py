@@ -23,7 +23,7 @@ from ._methods import DEFAULT_METHOD, method_config, methods
 from .core import PlanCache, attention, expcast_facts, fidelity, merge_attention, reference_attention
 from .integration import VcattnAttnProcessor, attention_with_lse, flash_attn_forward, install_wan_processors, patch_sdpa
 from .plan import Plan, Schedule, block_energy_share, cube_permutation, kmeans_plan
-from . import parallel
+from . import masks, parallel
 from . import diffusers
 from .parallel import RingAttention, UlyssesAttention
 from .capturing import capture
@@ -64,4 +64,4 @@ __all__ = ["VcattnError", "attention", "reference_attention", "fidelity", "merge
            "methods", "method_config", "DEFAULT_METHOD", "Plan", "PlanCache", "Schedule", "kmeans_plan",
            "cube_permutation", "block_energy_share", "library_info", "library_version", "patch_sdpa",
            "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors",
-           "parallel", "diffusers", "UlyssesAttention", "RingAttention", "evaluate", "EvalReport", "capture"]
+           "masks", "parallel", "diffusers", "UlyssesAttention", "RingAttention", "evaluate", "EvalReport", "capture"]

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from . import _cpu, _fallback, _lib, _tensors
+from . import _cpu, _fallback, _lib, _tensors, masks
 from ._lib import VcattnError, check, lib, warn_once
 from ._methods import DEFAULT_METHOD, method_id
 from .plan import (CACHE_STEP, GROUP, OFF, REUSE, LayerRef, Plan, Schedule, check_kmeans_args, check_permutation,
@@ -135,7 +135,7 @@ def _finish(out, lse, q, return_lse):
 # ---- the calls ------------------------------------------------------------------------------------
 
 def attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bool = False, plan=None, step=None,
-              method: str = DEFAULT_METHOD, *, num_threads=None, strict: bool = False):
+              method: str = DEFAULT_METHOD, *, num_threads=None, strict: bool = False, attn_mask=None):
     """Attention through a VC-Attention method; CPU tensors run the method's CPU simulation.
 
     q: (B,H,Sq,D) for tensor_layout="HND", (B,Sq,H,D) for "NHD"; k, v with Skv tokens.
@@ -146,6 +146,13 @@ def attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bo
     plan: V-Smooth methods only - None (k-means on this call's V), a ``vcattn.Plan``
     (reused; with ``step`` it follows its schedule), or a (B,H,Skv) int permutation.
 
+    attn_mask: None, or a mask that keeps a prefix of each batch element (``vcattn.masks``):
+    boolean (True = takes part) or additive (0 / -inf), broadcastable to (B, 1, Sq, Skv) -
+    key padding, or HunyuanVideo's joint ``valid[i] & valid[j]``.  Each batch element then
+    runs as the problem of its valid tokens (rows without a valid key: zeros, LSE -inf); a
+    permutation plan's first ``kv_len`` entries must permute 0..kv_len-1.  Any other mask is
+    a ValueError that says why (read on the host: not inside torch.compile).
+
     Returns the output in q's dtype and layout; with return_lse also the LSE, float32
     natural log, (B, H, Sq).  Errors: ValueError / TypeError for bad arguments,
     ``VcattnError`` for every status the library returns (NaN input: NON_FINITE).
@@ -155,10 +162,12 @@ def attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bo
     methods; other calls fall back to torch SDPA with one warning (``strict=True`` raises
     VcattnError instead).
     """
-    return call(q, k, v, tensor_layout, sm_scale, return_lse, plan, step, method, num_threads, strict)
+    return call(q, k, v, tensor_layout, sm_scale, return_lse, plan, step, method, num_threads, strict,
+                attn_mask=attn_mask)
 
 
-def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict, fallback=False):
+def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict, fallback=False,
+         attn_mask=None):
     """``attention`` with one more switch for the integrations: ``fallback=True`` answers a
     library error (NaN input, ...) with exact attention and one warning instead of raising."""
     method_id(method)
@@ -166,7 +175,14 @@ def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads,
     scale = _check_scale(sm_scale)
     threads = _check_threads(num_threads)
     return_lse = _check_return_lse(return_lse)
-    kind, (b, h, _, skv, _) = _check_qkv(q, k, v, layout)
+    kind, (b, h, sq, skv, _) = _check_qkv(q, k, v, layout)
+    if attn_mask is not None:
+        lens = masks.lengths(attn_mask, b, h, sq, skv)
+        if isinstance(lens, str):
+            raise ValueError(f"vcattn: {lens}")
+        if not lens.full(sq, skv):
+            return _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict,
+                                 fallback, lens)
     if isinstance(plan, np.ndarray) or _tensors.is_torch(plan):
         check_permutation(plan, (b, h, skv))
     if kind == "torch":
@@ -191,6 +207,45 @@ def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads,
         warn_once(("error", e.status_name), f"vcattn: {e}; such calls use exact attention instead")
         return _fallback.attention(q, k, v, layout, sm_scale, return_lse)
     return _finish(out, lse, q, return_lse)
+
+
+def _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict, fallback, lens):
+    """``call`` with per-batch valid lengths: each run of batch elements that share their lengths
+    is the call on their valid tokens (views, no copy); the other rows are zeros, their LSE -inf.
+    With ragged lengths each element has its own plan (``Plan.part``)."""
+    bsz = q.shape[0]
+    sq = q.shape[2 if layout == "HND" else 1]
+    def cut(x, b0, b1, n):  # batch elements b0..b1-1, their first n tokens
+        return x[b0:b1, :, :n] if layout == "HND" else x[b0:b1, :n]
+
+    runs, b0 = [], 0
+    for b1 in range(1, bsz + 1):
+        if b1 == bsz or (lens.q_len(b1, sq), lens.kv[b1]) != (lens.q_len(b0, sq), lens.kv[b0]):
+            runs.append((b0, b1, lens.q_len(b0, sq), lens.kv[b0]))
+            b0 = b1
+    if _tensors.is_torch(q):
+        import torch
+
+        out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
+        lse = torch.full((bsz, q.shape[1 if layout == "HND" else 2], sq), float("-inf"), device=q.device)
+    else:
+        out = np.zeros(q.shape, q.dtype)
+        lse = np.full((bsz, q.shape[1 if layout == "HND" else 2], sq), -np.inf, np.float32)
+    for b0, b1, lq, lk in runs:
+        if lq == 0 or lk == 0:
+            continue  # no valid row, or no key to attend to: zeros
+        sub_plan = plan
+        if len(runs) > 1 and isinstance(plan, (Plan, LayerRef)):
+            sub_plan = plan.part(b0)
+        elif plan is not None and not isinstance(plan, (Plan, LayerRef)):
+            sub_plan = plan[b0:b1, :, :lk]
+        res = call(cut(q, b0, b1, lq), cut(k, b0, b1, lk), cut(v, b0, b1, lk), layout, sm_scale, return_lse,
+                   sub_plan, step, method, num_threads, strict, fallback)
+        o, l = res if return_lse else (res, None)
+        cut(out, b0, b1, lq)[...] = o
+        if l is not None:
+            lse[b0:b1, :, :lq] = l
+    return (out, lse) if return_lse else out
 
 
 def reference_attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bool = False, *,

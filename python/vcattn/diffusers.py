@@ -39,11 +39,12 @@ second transformer of the pipeline, e.g. Wan 2.2's ``transformer_2``, prefixes i
 component name) and keys the layer's Plan in the PlanCache, as a string the
 compiled graph carries (``PlanCache.layer_ref``).
 
-Which calls go to vcattn: unmasked, non-causal, dropout-free self-attention (as many keys
-as queries; a joint text + video sequence counts) with head_dim 64 or 128, at least
-``min_seq_kv`` keys, no context-parallel config and no extra backend arguments.  The rest
+Which calls go to vcattn: non-causal, dropout-free self-attention (as many keys as queries;
+a joint text + video sequence counts) with head_dim 64 or 128, at least ``min_seq_kv`` keys,
+no mask or one that keeps a prefix of each sample (HunyuanVideo's padded joint attention:
+``vcattn.masks``), no context-parallel config and no extra backend arguments.  The rest
 goes to the model's backend, counted by reason: ``cross_attention`` (Skv != Sq: text or
-image keys), ``attn_mask`` (e.g. HunyuanVideo's padded joint attention), ``causal``,
+image keys), ``attn_mask`` (a mask that is not a per-sample prefix), ``causal``,
 ``dropout``, ``head_dim``, ``short_kv``, ``parallel`` (diffusers' context parallelism);
 those are policy (no warning).  Calls vcattn cannot take for other reasons (dtype,
 autograd, GQA, ...) go there too, with one warning per reason (``strict=True`` raises
@@ -75,7 +76,7 @@ import threading
 from ._lib import STATUS, VcattnError, warn_once
 from ._methods import DEFAULT_METHOD, method_id
 from .core import PlanCache, call
-from .integration import HEAD_DIMS, MIN_SEQ_KV, unsupported
+from .integration import HEAD_DIMS, MIN_SEQ_KV, mask_unsupported, unsupported
 from .plan import CACHE_STEP, Schedule
 
 __all__ = ["enable", "VcattnHandle", "POLICY_REASONS"]
@@ -142,8 +143,6 @@ class _Layer:
                 reason, msg = why
             elif k.shape[s] != q.shape[s]:
                 reason, msg = "cross_attention", None
-            elif attn_mask is not None:
-                reason, msg = "attn_mask", None
             elif is_causal:
                 reason, msg = "causal", None
             elif dropout_p:
@@ -156,6 +155,8 @@ class _Layer:
                 reason, msg = "attention_kwargs", f"backend arguments {sorted(extra['attention_kwargs'])}"
             elif k.shape[s] < h.min_seq_kv:
                 reason, msg = "short_kv", None
+            elif attn_mask is not None and mask_unsupported(q, k, attn_mask, layout) is not None:
+                reason, msg = "attn_mask", None  # a mask that is not a per-sample prefix
             else:
                 return None
         if msg is not None:
@@ -166,11 +167,11 @@ class _Layer:
         self.count(reason)
         return reason
 
-    def attend(self, q, k, v, scale, layout):
+    def attend(self, q, k, v, scale, layout, attn_mask=None):
         h = self.handle
         self.count(ROUTED)
         return call(q, k, v, layout, scale, False, h.plan_cache.layer_ref(self.name), CACHE_STEP, h.method,
-                    h.num_threads, h.strict, fallback=not h.strict)
+                    h.num_threads, h.strict, fallback=not h.strict, attn_mask=attn_mask)
 
 
 # ---- the routers ---------------------------------------------------------------------------------
@@ -201,7 +202,7 @@ def _dispatch_router(original):
         why = layer.route(q, k, v, a.get("attn_mask"), a.get("dropout_p", 0.0), a.get("is_causal", False),
                           a.get("scale"), "NHD", extra)
         if why is None:
-            return layer.attend(q, k, v, a.get("scale"), "NHD")
+            return layer.attend(q, k, v, a.get("scale"), "NHD", a.get("attn_mask"))
         _ctx.passing += 1
         try:
             return original(*args, **kwargs)
@@ -223,7 +224,7 @@ def _sdpa_router(original):
         why = layer.route(query, key, value, attn_mask, dropout_p, is_causal, scale, "HND",
                           dict(unknown=unknown or None))
         if why is None:
-            return layer.attend(query, key, value, scale, "HND")
+            return layer.attend(query, key, value, scale, "HND", attn_mask)
         return original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **kwargs)
 
     scaled_dot_product_attention.__wrapped__ = original

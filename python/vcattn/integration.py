@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from . import _fallback, _lib, _tensors
+from . import _fallback, _lib, _tensors, masks
 from ._lib import VcattnError, warn_once
 from ._methods import DEFAULT_METHOD, method_id
 from .core import PlanCache, attention, call
@@ -86,8 +86,6 @@ def unsupported(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=N
 
     if extra:
         return "kwargs", f"unknown SDPA arguments {sorted(extra)}"
-    if attn_mask is not None:
-        return "attn_mask", "attn_mask is not supported"
     if dropout_p:
         return "dropout", "dropout_p > 0 is not supported"
     if is_causal:
@@ -115,6 +113,19 @@ def unsupported(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=N
         return "empty", f"an empty batch, head or sequence axis (q {tuple(q.shape)}, k {tuple(k.shape)})"
     if torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v)):
         return "autograd", "vcattn has no backward pass (tensors require grad)"
+    if attn_mask is not None:
+        return mask_unsupported(q, k, attn_mask, layout)
+    return None
+
+
+def mask_unsupported(q, k, attn_mask, layout: str = "HND"):
+    """None when vcattn runs this mask (a per-batch valid prefix, ``vcattn.masks``), else
+    ``("attn_mask", why)``.  Reads the mask (one pass, one host synchronization; the answer for
+    the last mask is kept, so the call that follows reads nothing)."""
+    h, s = (1, 2) if layout == "HND" else (2, 1)
+    lens = masks.lengths(attn_mask, q.shape[0], q.shape[h], q.shape[s], k.shape[s])
+    if isinstance(lens, str):
+        return "attn_mask", lens
     return None
 
 
@@ -135,7 +146,8 @@ class patch_sdpa:
             transformer(...)
 
     Supported calls: 4-D (B, H, S, D) float16 / bfloat16 / float32 tensors, head_dim 64 or
-    128, no attn_mask, dropout_p == 0, is_causal False, equal head counts, one device, a
+    128, no attn_mask or one that keeps a prefix of each sample (``vcattn.masks``: key padding,
+    HunyuanVideo's joint mask), dropout_p == 0, is_causal False, equal head counts, one device, a
     finite scale > 0 (or None), non-empty, no autograd.  Anything else runs the original SDPA, with one warning per reason per process
     (``strict=True`` raises VcattnError instead); so does a call the library rejects when it
     runs (e.g. NaN input: exact attention, one warning).  CUDA tensors run the Hopper kernel
@@ -230,7 +242,7 @@ class patch_sdpa:
     # -- what the block did
     _REASONS = {
         "short_kv": "fewer keys than min_seq_kv={min_seq_kv} (min_seq_kv=0 routes them)",
-        "kwargs": "SDPA arguments vcattn does not take", "attn_mask": "an attn_mask", "dropout": "dropout_p > 0",
+        "kwargs": "SDPA arguments vcattn does not take", "attn_mask": "an attn_mask that is not a valid prefix", "dropout": "dropout_p > 0",
         "causal": "is_causal=True", "type": "non-tensor inputs", "ndim": "not 4-D (B, H, S, D)",
         "head_dim": "head_dim not in {head_dims}", "heads": "unequal batch / head counts (GQA)",
         "dtype": "a dtype other than float16 / bfloat16 / float32", "stride": "a non-contiguous head_dim axis",
@@ -296,7 +308,7 @@ class patch_sdpa:
         self._ordinal += 1
         self.calls += 1
         return call(query, key, value, "HND", scale, False, plan, step, self.method, self.num_threads, self.strict,
-                    fallback=not self.strict)
+                    fallback=not self.strict, attn_mask=attn_mask)
 
 
 # ---- diffusers ---------------------------------------------------------------------------------

@@ -313,6 +313,10 @@ class LayerRef:
     def plan(self) -> "Plan":
         return from_handle(self.cache).layer(self.key)
 
+    def part(self, b: int) -> "LayerRef":
+        """Batch element b's plan when a mask gives the batch ragged lengths (``Plan.part``)."""
+        return LayerRef(self.cache, (self.key, "batch", int(b)))
+
     @staticmethod
     def from_repr(cache_handle: int, key_repr: str) -> "Plan":
         return from_handle(cache_handle).layer(ast.literal_eval(key_repr))
@@ -389,6 +393,20 @@ class Plan:
             raise ValueError(f"vcattn.Plan: perm is not a permutation of 0..{p.shape[2] - 1} per (batch, head): "
                              f"{fault}; {_HOW_TO_PLAN}")
         return np.ascontiguousarray(p, dtype=np.int32)
+
+    def part(self, b: int) -> "Plan":
+        """Batch element b's own plan, for calls whose mask gives the batch ragged lengths: each
+        element then runs as its own problem (its valid tokens only) and groups its own keys.
+        Made on first use with this plan's settings and kept."""
+        parts = self.__dict__.setdefault("_parts", {})
+        p = parts.get(int(b))
+        if p is None:
+            p = Plan(clusters=self.clusters, iterations=self.iterations, seed=self.seed, schedule=self.schedule,
+                     warm_start=self.warm_start, num_threads=self.num_threads, name=(self.name, "batch", int(b)),
+                     policy=self.policy, policy_rows=self.policy_rows, policy_margin_db=self.policy_margin_db)
+            p.cache = self.cache
+            parts[int(b)] = p
+        return p
 
     # -- grouping
     @classmethod

@@ -1,0 +1,172 @@
+"""Masks that keep a prefix of each sample (vcattn.masks): read as per-batch valid lengths.
+
+- which masks are lengths (boolean, additive 0 / -inf, key padding, HunyuanVideo's joint
+  valid[i] & valid[j], repeated per head) and which are not, with the reason;
+- a masked call is, on its valid rows, bit-identical to the call on the valid tokens alone
+  (numpy and torch, both layouts, ragged batches, a length that is not a multiple of 128,
+  length 1, a fully padded sample), its other rows zeros and their LSE -inf, as torch SDPA
+  writes fully masked rows; and close to torch SDPA with the mask;
+- plans: ragged batches group each sample on its own valid keys (``Plan.part``), once;
+- patch_sdpa routes prefix masks and leaves other masks to SDPA with the reason.
+"""
+import numpy as np
+import pytest
+
+import vcattn
+from helpers import make_qkv, numpy_attention
+
+METHOD = "vsmooth-8bit"
+
+
+def prefix(b_lens, s):
+    return np.arange(s)[None, :] < np.asarray(b_lens)[:, None]  # (B, S)
+
+
+def joint(b_lens, s):
+    v = prefix(b_lens, s)
+    return v[:, None, :, None] & v[:, None, None, :]  # (B, 1, S, S)
+
+
+def cut(x, b, n, layout="HND"):
+    return x[b:b + 1, :, :n] if layout == "HND" else x[b:b + 1, :n]
+
+
+# ---- which masks are lengths ---------------------------------------------------------------------
+
+def test_masks_read_as_lengths():
+    L = vcattn.masks.Lengths
+    lens = vcattn.masks.lengths
+    assert lens(joint([5, 7], 9), 2, 3, 9, 9) == L([5, 7], [5, 7])
+    assert lens(prefix([5, 9], 9)[:, None, None, :], 2, 3, 9, 9) == L(None, [5, 9])   # key padding
+    add = np.where(prefix([4, 6], 9), 0.0, -np.inf).astype(np.float32)[:, None, None, :]
+    assert lens(add, 2, 3, 4, 9) == L(None, [4, 6])                                     # additive, cross
+    assert lens(np.ones((9, 9), bool), 2, 3, 9, 9).full(9, 9)                         # 2-D, all valid
+    per_head = np.repeat(joint([3, 8], 9), 3, axis=1)                                  # materialised per head
+    assert lens(per_head, 2, 3, 9, 9) == L([3, 8], [3, 8])
+    # a sample with no valid key: no row takes part
+    assert lens(prefix([0, 9], 9)[:, None, None, :], 2, 3, 9, 9) == L([0, 9], [0, 9])
+
+
+@pytest.mark.parametrize("mask, why", [
+    (np.tril(np.ones((9, 9), bool)), "not a valid prefix"),                  # causal
+    (~prefix([5], 9)[:, None, None, :], "not a valid prefix"),                # a suffix
+    (np.zeros((1, 1, 1, 9), np.float32) + 0.5, "a bias"),                    # additive values other than 0/-inf
+    (np.ones((1, 1, 4, 9), bool), "does not broadcast"),                      # wrong query length
+    (np.ones((1, 9), np.int64), "dtype"),
+])
+def test_masks_that_are_not_lengths_say_why(mask, why):
+    got = vcattn.masks.lengths(mask, 1, 3, 9, 9)
+    assert isinstance(got, str) and why in got, got
+
+
+def test_heads_with_different_masks_are_not_lengths():
+    m = np.concatenate([joint([4], 9), joint([5], 9)], axis=1)  # (1, 2, 9, 9): two heads, two prefixes
+    got = vcattn.masks.lengths(m, 1, 2, 9, 9)
+    assert isinstance(got, str) and "differs between heads" in got
+    with pytest.raises(ValueError, match="differs between heads"):
+        q, k, v = make_qkv(np.random.default_rng(0), b=1, h=2, sq=9)
+        vcattn.attention(q, k, v, attn_mask=m, method=METHOD)
+
+
+# ---- a masked call is the call on its valid tokens ------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_masked_call_is_the_unpadded_call(layout):
+    rng = np.random.default_rng(1)
+    s, lens = 300, [1, 300, 173, 0]  # length 1, full, not a multiple of 128, fully padded
+    q, k, v = make_qkv(rng, b=4, h=2, sq=s, d=64, layout=layout)
+    out, lse = vcattn.attention(q, k, v, layout, return_lse=True, method=METHOD, attn_mask=joint(lens, s))
+    for b, n in enumerate(lens):
+        if n:
+            o1, l1 = vcattn.attention(cut(q, b, n, layout), cut(k, b, n, layout), cut(v, b, n, layout), layout,
+                                      return_lse=True, method=METHOD)
+            np.testing.assert_array_equal(cut(out, b, n, layout), o1)
+            np.testing.assert_array_equal(lse[b:b + 1, :, :n], l1)
+        rest = out[b, :, n:] if layout == "HND" else out[b, n:]
+        assert not rest.any()                       # padded rows: zeros
+        assert np.all(np.isneginf(lse[b, :, n:]))   # and no LSE
+
+
+def test_key_padding_keeps_every_row_and_matches_the_reference():
+    rng = np.random.default_rng(2)
+    q, k, v = make_qkv(rng, b=2, h=2, sq=200, skv=260, d=128)
+    lens = [131, 260]
+    mask = prefix(lens, 260)[:, None, None, :]
+    out = vcattn.attention(q, k, v, method=METHOD, attn_mask=mask)
+    for b, n in enumerate(lens):
+        ref, _ = numpy_attention(q[b:b + 1], k[b:b + 1, :, :n], v[b:b + 1, :, :n])
+        f = vcattn.fidelity(ref, out[b:b + 1])
+        assert f["psnr_db"] > 40, f
+
+
+def test_torch_masked_call_matches_sdpa_and_the_unpadded_call():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    rng = np.random.default_rng(3)
+    s, lens = 260, [260, 129]
+    q, k, v = (torch.from_numpy(x) for x in make_qkv(rng, b=2, h=2, sq=s, d=64))
+    mask = torch.from_numpy(joint(lens, s))
+    got = vcattn.attention(q, k, v, method=METHOD, attn_mask=mask)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # padded rows: zeros there too
+    assert vcattn.fidelity(want, got)["psnr_db"] > 40
+    assert torch.equal(got[1:, :, 129:], torch.zeros_like(got[1:, :, 129:]))
+    one = vcattn.attention(q[1:, :, :129], k[1:, :, :129], v[1:, :, :129], method=METHOD)
+    assert torch.equal(got[1:, :, :129], one)
+    # an additive mask is the same mask
+    add = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+    assert torch.equal(vcattn.attention(q, k, v, method=METHOD, attn_mask=add), got)
+
+
+# ---- plans ---------------------------------------------------------------------------------------------
+
+def test_ragged_batch_plans_each_sample_on_its_own_keys():
+    rng = np.random.default_rng(4)
+    s, lens = 300, [300, 200]
+    q, k, v = make_qkv(rng, b=2, h=2, sq=s, d=64)
+    plan = vcattn.Plan(policy=None)
+    m = joint(lens, s)
+    a = vcattn.attention(q, k, v, method=METHOD, plan=plan, attn_mask=m)
+    b = vcattn.attention(q, k, v, method=METHOD, plan=plan, attn_mask=m)
+    np.testing.assert_array_equal(a, b)
+    for i, n in enumerate(lens):
+        part = plan.part(i)
+        assert part.perm.shape == (1, 2, n) and part.num_groupings == 1  # grouped once, then reused
+        own = vcattn.Plan(policy=None)
+        np.testing.assert_array_equal(
+            a[i:i + 1, :, :n], vcattn.attention(q[i:i + 1, :, :n], k[i:i + 1, :, :n], v[i:i + 1, :, :n],
+                                                method=METHOD, plan=own))
+    # uniform lengths: the plan itself, on the valid keys
+    plan2 = vcattn.Plan(policy=None)
+    vcattn.attention(q, k, v, method=METHOD, plan=plan2, attn_mask=joint([250, 250], s))
+    assert plan2.perm.shape == (2, 2, 250)
+
+
+def test_permutation_plan_is_cut_to_the_valid_keys():
+    rng = np.random.default_rng(5)
+    q, k, v = make_qkv(rng, b=1, h=2, sq=200, d=64)
+    perm = np.stack([rng.permutation(150) for _ in range(2)])[None].astype(np.int32)
+    full = np.concatenate([perm, np.broadcast_to(np.arange(150, 200, dtype=np.int32), (1, 2, 50))], axis=2)
+    got = vcattn.attention(q, k, v, method=METHOD, plan=full, attn_mask=joint([150], 200))
+    want = vcattn.attention(q[:, :, :150], k[:, :, :150], v[:, :, :150], method=METHOD, plan=perm)
+    np.testing.assert_array_equal(got[:, :, :150], want)
+
+
+# ---- patch_sdpa ------------------------------------------------------------------------------------
+
+def test_patch_sdpa_routes_prefix_masks_and_names_the_others():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as F
+
+    rng = np.random.default_rng(6)
+    q, k, v = (torch.from_numpy(x) for x in make_qkv(rng, b=2, h=2, sq=140, d=64))
+    mask = torch.from_numpy(joint([140, 90], 140))
+    causal = torch.ones(140, 140, dtype=torch.bool).tril()
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+    with pytest.warns(RuntimeWarning, match="not a valid prefix"):
+        with vcattn.patch_sdpa(METHOD, min_seq_kv=0) as p:
+            got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            same = F.scaled_dot_product_attention(q, k, v, attn_mask=causal)
+    assert p.stats()["routed"] == 1 and p.stats()["fallbacks"] == {"attn_mask": 1}
+    assert torch.equal(same, want)
+    assert torch.equal(got, vcattn.attention(q, k, v, method=METHOD, attn_mask=mask))
