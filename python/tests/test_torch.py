@@ -88,8 +88,8 @@ def test_patch_sdpa_routes_and_restores():
 
 def test_patch_sdpa_fallbacks_warn_once_and_strict_raises():
     F = torch.nn.functional
+    q, k, v = qkv(d=96)
     mask = torch.ones(200, 200, dtype=torch.bool).tril()  # causal: not a per-sample prefix (vcattn.masks)
-    mask = torch.ones(200, 200, dtype=torch.bool)
     q64, k64, v64 = qkv()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
