@@ -68,7 +68,24 @@ typedef struct vcattn_attention_params {
     float *lse;       /* optional (B, H, Sq) contiguous, natural log of the row sum */
     double softmax_scale; /* <= 0: 1/sqrt(head_dim) */
     int num_threads;      /* 0: all cores */
+    /* Optional per-batch valid lengths (host arrays of `batch` entries; NULL = the whole
+     * axis): batch element b attends with its first q_lens[b] query rows (0..seq_q) over
+     * its first kv_lens[b] keys (0..seq_kv) - a key-padding mask, or a joint
+     * valid[i] & valid[j] one whose valid tokens come first.  See "Valid lengths" below. */
+    const int64_t *q_lens, *kv_lens;
 } vcattn_attention_params;
+
+/* ---- valid lengths ----------------------------------------------------------------
+ * With q_lens / kv_lens set (vcattn_attention_params, vcattn_gpu_params) every batch element
+ * runs as the unpadded problem of its valid rows and keys: those rows are bit-identical
+ * to the same call on the valid tokens alone (batch 1, seq_q = q_lens[b], seq_kv =
+ * kv_lens[b]), and keys past kv_lens[b] take no part in anything (probabilities, the
+ * V-Smooth block means, the K mean, the quantization scales).  Rows past q_lens[b], and
+ * every row of an element with kv_lens[b] = 0, are written as zeros with LSE -inf (torch
+ * SDPA's answer for a fully masked row).  A permutation (perm, B x H x seq_kv) is read
+ * over the first kv_lens[b] entries of each head, which must permute 0..kv_lens[b]-1;
+ * head_exact as without lengths.  A length outside 0..seq is INVALID_ARGUMENT; so are
+ * lengths with the *_rows calls and with vcattn_sim_outputs. */
 
 /* Contiguous (B, H, S, D) strides, default scale, lse = NULL, all threads. */
 void vcattn_attention_params_init(vcattn_attention_params *p, int64_t batch, int64_t heads,
@@ -607,6 +624,9 @@ typedef struct vcattn_gpu_params {
                                   head writes P by the exact exponential
                                   (vcattn_method_exact_p; a plan's VCATTN_RECIPE_EXACT_P);
                                   NULL = every head the method's P */
+    const int64_t *q_lens, *kv_lens; /* optional HOST arrays (B,): per-batch valid lengths
+                                        ("Valid lengths" above; each batch element is then
+                                        launched as its own problem on the stream) */
 } vcattn_gpu_params;
 
 /* Contiguous (B, H, S, D) strides for all four tensors, BF16 in and out,

@@ -75,6 +75,15 @@ static inline const float *vc_row(const float *base, const int64_t stride[3], in
 #define VC_HOT_LOOPS
 #endif
 
+/* With per-batch valid lengths (p->q_lens / p->kv_lens): run(sub, perm, head_exact, ctx) on
+ * each batch element's unpadded problem (batch 1, its valid rows and keys, no lengths, a
+ * contiguous LSE; perm cut to its valid keys, head_exact to its heads), then zeros and LSE
+ * -inf for the rows past its length (lengths.c). */
+typedef vcattn_status (*vc_batch_run)(const vcattn_attention_params *sub, const int32_t *perm,
+                                      const uint8_t *head_exact, void *ctx);
+vcattn_status vc_lengths_run(const vcattn_attention_params *p, const int32_t *perm, const uint8_t *head_exact,
+                             vc_batch_run run, void *ctx);
+
 /* 1/sqrt(head_dim) unless the caller set a positive scale. */
 double vc_softmax_scale(const vcattn_attention_params *p);
 

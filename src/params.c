@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "lengths.h"
 
 /* The most threads a call takes (num_threads above it is INVALID_ARGUMENT
  * before anything is allocated: each worker has its own scratch, and
@@ -35,7 +36,7 @@ vcattn_status vcattn_attention_params_validate(const vcattn_attention_params *p)
         if (st) return st;
     }
     if (!(p->softmax_scale <= 0.0 || isfinite(p->softmax_scale))) return VCATTN_STATUS_INVALID_ARGUMENT;
-    return VCATTN_STATUS_SUCCESS;
+    return vc_lengths_validate(p->batch, p->seq_q, p->seq_kv, p->q_lens, p->kv_lens);
 }
 
 static void set_contiguous(int64_t stride[3], int64_t heads, int64_t seq, int64_t dim) {
@@ -62,6 +63,7 @@ void vcattn_attention_params_init(vcattn_attention_params *p, int64_t batch, int
     p->lse = NULL;
     p->softmax_scale = 0.0;
     p->num_threads = 0;
+    p->q_lens = p->kv_lens = NULL;
 }
 
 double vc_softmax_scale(const vcattn_attention_params *p) {
@@ -78,6 +80,7 @@ vcattn_status vc_rows_params_validate(const vcattn_attention_params *p, const in
     vcattn_status st = vcattn_attention_params_validate(&full);
     if (st) return st;
     if (!rows) return VCATTN_STATUS_NULL_POINTER;
+    if (p->q_lens || p->kv_lens) return VCATTN_STATUS_INVALID_ARGUMENT; /* rows index the full axis */
     if (n_rows < 1 || n_rows > p->seq_q) return VCATTN_STATUS_INVALID_ARGUMENT;
     for (int64_t i = 0; i < n_rows; ++i)
         if (rows[i] < 0 || rows[i] >= p->seq_q || (i > 0 && rows[i] <= rows[i - 1]))

@@ -116,9 +116,16 @@ static vcattn_status reference_run(const vcattn_attention_params *p, const int64
     return atomic_load(&c.overflow) ? VCATTN_STATUS_SCORE_OVERFLOW : VCATTN_STATUS_SUCCESS;
 }
 
+static vcattn_status reference_batch(const vcattn_attention_params *sub, const int32_t *perm,
+                                     const uint8_t *head_exact, void *ctx) {
+    (void)perm, (void)head_exact, (void)ctx;
+    return reference_run(sub, NULL, sub->seq_q);
+}
+
 vcattn_status vcattn_reference_attention(const vcattn_attention_params *p) {
     vcattn_status st = vcattn_attention_params_validate(p);
     if (st) return st;
+    if (p->q_lens || p->kv_lens) return vc_lengths_run(p, NULL, NULL, reference_batch, NULL);
     return reference_run(p, NULL, p->seq_q);
 }
 

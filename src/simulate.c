@@ -183,12 +183,15 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
     return st;
 }
 
+static vcattn_status simulate_batch(const vcattn_attention_params *sub, const int32_t *perm,
+                                    const uint8_t *head_exact, void *config) {
+    return simulate_run(sub, (const vcattn_method_config *)config, perm, head_exact, NULL, 0, NULL);
+}
+
 vcattn_status vcattn_simulate_attention(const vcattn_attention_params *p,
                                         const vcattn_method_config *config,
                                         const int32_t *perm, vcattn_sim_outputs *extra) {
-    vcattn_status st = vcattn_attention_params_validate(p);
-    if (st) return st;
-    return simulate_run(p, config, perm, NULL, NULL, 0, extra);
+    return vcattn_simulate_attention_heads(p, config, perm, NULL, NULL, 0, extra);
 }
 
 vcattn_status vcattn_simulate_attention_rows(const vcattn_attention_params *p,
@@ -207,5 +210,11 @@ vcattn_status vcattn_simulate_attention_heads(const vcattn_attention_params *p,
                                               vcattn_sim_outputs *extra) {
     vcattn_status st = rows ? vc_rows_params_validate(p, rows, n_rows) : vcattn_attention_params_validate(p);
     if (st) return st;
+    if (p->q_lens || p->kv_lens) {
+        /* the extra outputs are (B, H, Sq, ...) arrays of the padded problem: not with lengths */
+        if (extra) return VCATTN_STATUS_INVALID_ARGUMENT;
+        if (!config) return VCATTN_STATUS_NULL_POINTER;
+        return vc_lengths_run(p, config->v_smooth ? perm : NULL, head_exact, simulate_batch, (void *)config);
+    }
     return simulate_run(p, config, perm, head_exact, rows, n_rows, extra);
 }

@@ -18,7 +18,8 @@ def test_attention_params_layout():
     assert list(p.k_stride) == list(p.v_stride) == [3 * 7 * 64, 7 * 64, 64]
     assert list(p.o_stride) == list(p.q_stride)
     assert p.lse is None and p.softmax_scale == 0.0 and p.num_threads == 0
-    assert ctypes.sizeof(p) == 5 * 8 + 4 * 8 + 12 * 8 + 8 + 8 + 8  # int padded to 8
+    assert p.q_lens is None and p.kv_lens is None  # init clears the valid lengths (poisoned above)
+    assert ctypes.sizeof(p) == 5 * 8 + 4 * 8 + 12 * 8 + 8 + 8 + 8 + 2 * 8  # int padded to 8; q_lens, kv_lens
 
 
 def test_gpu_layout_mirror():

@@ -150,6 +150,7 @@ class AttentionParams(ctypes.Structure):
         ("lse", ctypes.c_void_p),
         ("softmax_scale", ctypes.c_double),
         ("num_threads", ctypes.c_int),
+        ("q_lens", ctypes.c_void_p), ("kv_lens", ctypes.c_void_p),  # per-batch valid lengths (host int64)
     ]
 
 
@@ -205,6 +206,7 @@ class GpuParams(ctypes.Structure):  # vcattn_gpu_params
         ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("o", ctypes.c_void_p),
         ("q_stride", c_i64_3), ("k_stride", c_i64_3), ("v_stride", c_i64_3), ("o_stride", c_i64_3),
         ("perm", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("head_exact", ctypes.c_void_p),
+        ("q_lens", ctypes.c_void_p), ("kv_lens", ctypes.c_void_p),  # per-batch valid lengths (host int64)
     ]
 
 
