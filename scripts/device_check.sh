@@ -12,6 +12,8 @@
 #           over k-means seeds, with its head recipes (tests/gpu/head_fidelity.py)
 #       python: the Python package's tests on CUDA tensors (issue 5); test_diffusers.py
 #           too when pydeps/ is there
+#       masked (not in the default list): HunyuanVideo-1.5's padded joint attention at 720p
+#           (tests/gpu/masked_bench.py -> $OUT/masked_bench.json; VC_MASKED_ARGS for its options)
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
 #           (tests/gpu/wan_step.py, ~2-3 minutes)
 #       compile (not in the default list): a real diffusers Wan2.2-A14B-shaped block through
@@ -92,6 +94,7 @@ if has sanitize; then
             done
         }
         sanitize "" 240 "$BIN" small
+        sanitize len_ 240 "$BIN" lengths   # per-batch valid lengths: launches per batch element
         KM="$DIR/kmeans_check"   # the k-means kernel (TMA + mbarrier ring) on its check shapes
         [ -x "$KM" ] && sanitize km_ 300 "$KM" check
     else
@@ -158,6 +161,12 @@ if has python; then
     pp=python; [ -d pydeps/diffusers ] && pp=python:pydeps
     VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=$pp timeout 300 \
         python3 -m pytest -q python/tests 2>&1 | tee -a "$LOG" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+fi
+if has masked; then
+    say "== masked: HunyuanVideo-1.5's padded joint attention, vcattn vs masked SDPA vs cuDNN on the valid keys"
+    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python timeout 400 \
+        python3 tests/gpu/masked_bench.py ${VC_MASKED_ARGS:-} --json "$OUT/masked_bench.json" 2>&1 | tee -a "$LOG" | tail -40
+    [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 if has e2e; then
     say "== e2e: one Wan2.2-A14B-shaped denoising step (4 of 40 layers, extrapolated)"

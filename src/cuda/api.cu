@@ -1,11 +1,13 @@
 /* api.cu - the C entry points of the GPU path (include/vcattn.h):
  * validation, the workspace layout, and the launch sequence. */
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "gpu_common.cuh"
+#include "lengths.h"
 #include "numerics.h"
 #include "preprocess/launch.cuh"
 #include "vcattn.h"
@@ -90,6 +92,33 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
     if ((s = vc_check_view(p->k, p->k_stride, p->batch, p->heads, p->seq_kv, p->head_dim))) return s;
     if ((s = vc_check_view(p->v, p->v_stride, p->batch, p->heads, p->seq_kv, p->head_dim))) return s;
     if ((s = vc_check_view(p->o, p->o_stride, p->batch, p->heads, p->seq_q, p->head_dim))) return s;
+    return vc_lengths_validate(p->batch, p->seq_q, p->seq_kv, p->q_lens, p->kv_lens);
+}
+
+static int vc_has_lengths(const vcattn_gpu_params *p) { return p->q_lens || p->kv_lens; }
+
+/* With valid lengths every batch element runs as its own (1, H, len_q, len_kv) problem, one
+ * after another on the stream.  The workspace is then one output flag (shared: the call's
+ * answer) followed by one region per batch element: the workspace of the (1, H, seq_q,
+ * seq_kv) problem (a shorter element's fits in it), the element's contiguous permutation
+ * and its contiguous LSE. */
+typedef struct vc_len_regions {
+    size_t base;   /* the first region (after the flag) */
+    size_t stride; /* bytes per region */
+    size_t perm;   /* offsets inside a region */
+    size_t lse;
+} vc_len_regions;
+
+static vcattn_status vc_len_layout(const vcattn_gpu_params *p, vc_len_regions *R, vcattn_gpu_layout *sub_layout) {
+    vcattn_gpu_params one = *p;
+    one.batch = 1;
+    one.q_lens = one.kv_lens = NULL;
+    vcattn_status s = vcattn_gpu_workspace_layout(&one, sub_layout);
+    if (s) return s;
+    R->base = vc_align256(sizeof(unsigned));
+    R->perm = sub_layout->total;
+    R->lse = vc_align256(R->perm + (size_t)(p->heads * p->seq_kv) * sizeof(int32_t));
+    R->stride = vc_align256(R->lse + (size_t)(p->heads * p->seq_q) * sizeof(float));
     return VCATTN_STATUS_SUCCESS;
 }
 
@@ -97,6 +126,17 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
     if (!L) return VCATTN_STATUS_NULL_POINTER;
     vcattn_status s = vcattn_gpu_params_validate(p);
     if (s) return s;
+    if (vc_has_lengths(p)) {
+        /* the offsets of batch element 0's operands (each element has its own region); the
+         * output flag is the call's */
+        vc_len_regions R;
+        if ((s = vc_len_layout(p, &R, L))) return s;
+        size_t *off = &L->q_codes;
+        for (size_t *f = off; f < &L->total; ++f) *f += R.base;
+        L->output_flag = 0;
+        L->total = R.base + (size_t)p->batch * R.stride;
+        return VCATTN_STATUS_SUCCESS;
+    }
     const size_t BH = (size_t)(p->batch * p->heads);
     const int64_t sq_pad = vc_round_up(p->seq_q, VC_TILE_Q), skv_pad = vc_round_up(p->seq_kv, VC_BLOCK_K);
     const size_t nkb = (size_t)(skv_pad / VC_BLOCK_K);
@@ -162,11 +202,9 @@ static double vc_sm(const vcattn_gpu_params *p) {
     return p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
 }
 
-extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *ws, size_t ws_bytes, void *stream) {
-    vcattn_gpu_layout L;
-    vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
-    if (s) return s;
-    uint8_t *w = (uint8_t *)ws;
+/* One problem's preprocessing into workspace w laid out as L (the flag is not touched). */
+static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, const vcattn_gpu_layout &L,
+                                       cudaStream_t stream) {
     const int mode = vc_mode_of(p->method);
     vc_prep_args a;
     memset(&a, 0, sizeof a);
@@ -200,20 +238,63 @@ extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void 
     a.v_mean_tc = (uint4 *)(w + L.v_mean_tc);
     a.v_block_mean = (float *)(w + L.v_block_mean);
     a.v_amax = (float *)(w + L.v_amax);
-    /* the kernel's non-finite-output flag, fresh for this call (same stream: ordered) */
-    if (cudaMemsetAsync(w + L.output_flag, 0, sizeof(unsigned), (cudaStream_t)stream) != cudaSuccess)
-        return VCATTN_STATUS_CUDA_ERROR;
-    cudaError_t e = vc_prep_launch(a, (int)(p->batch * p->heads), p->input_dtype == VCATTN_GPU_DTYPE_BF16,
-                                   (cudaStream_t)stream);
+    cudaError_t e = vc_prep_launch(a, (int)(p->batch * p->heads), p->input_dtype == VCATTN_GPU_DTYPE_BF16, stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 
-extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *ws, size_t ws_bytes,
-                                                     void *stream) {
+/* Batch element b's own problem: batch 1, its valid rows and keys, views into p's tensors; its
+ * permutation and LSE in its workspace region (contiguous (1, H, len)). */
+static vcattn_gpu_params vc_batch_params(const vcattn_gpu_params *p, int64_t b, int64_t lq, int64_t lk,
+                                         uint8_t *region, const vc_len_regions &R) {
+    const int64_t esz = 2; /* BF16 / FP16 */
+    vcattn_gpu_params one = *p;
+    one.batch = 1;
+    one.seq_q = lq;
+    one.seq_kv = lk;
+    one.q = (const uint8_t *)p->q + b * p->q_stride[0] * esz;
+    one.k = (const uint8_t *)p->k + b * p->k_stride[0] * esz;
+    one.v = (const uint8_t *)p->v + b * p->v_stride[0] * esz;
+    one.o = (uint8_t *)p->o + b * p->o_stride[0] * esz;
+    one.perm = p->perm ? (const int32_t *)(region + R.perm) : NULL;
+    one.lse = p->lse ? (float *)(region + R.lse) : NULL;
+    one.head_exact = p->head_exact ? p->head_exact + b * p->heads : NULL;
+    one.q_lens = one.kv_lens = NULL;
+    return one;
+}
+
+extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *ws, size_t ws_bytes, void *stream) {
     vcattn_gpu_layout L;
     vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
     if (s) return s;
     uint8_t *w = (uint8_t *)ws;
+    cudaStream_t st = (cudaStream_t)stream;
+    /* the kernel's non-finite-output flag, fresh for this call (same stream: ordered) */
+    if (cudaMemsetAsync(w + L.output_flag, 0, sizeof(unsigned), st) != cudaSuccess) return VCATTN_STATUS_CUDA_ERROR;
+    if (!vc_has_lengths(p)) return vc_preprocess_one(p, w, L, st);
+    vc_len_regions R;
+    vcattn_gpu_layout one_layout;
+    if ((s = vc_len_layout(p, &R, &one_layout))) return s;
+    for (int64_t b = 0; b < p->batch; ++b) {
+        const int64_t lk = vc_kv_len(p->kv_lens, p->seq_kv, b);
+        const int64_t lq = vc_q_len(p->q_lens, p->kv_lens, p->seq_q, p->seq_kv, b);
+        if (lq == 0) continue;
+        uint8_t *region = w + R.base + (size_t)b * R.stride;
+        const vcattn_gpu_params one = vc_batch_params(p, b, lq, lk, region, R);
+        /* the element's permutation: the first lk entries of each head, packed */
+        if (p->perm && cudaMemcpy2DAsync(region + R.perm, (size_t)lk * 4, p->perm + b * p->heads * p->seq_kv,
+                                         (size_t)p->seq_kv * 4, (size_t)lk * 4, (size_t)p->heads,
+                                         cudaMemcpyDeviceToDevice, st) != cudaSuccess)
+            return VCATTN_STATUS_CUDA_ERROR;
+        vcattn_gpu_layout Lb;
+        if ((s = vcattn_gpu_workspace_layout(&one, &Lb))) return s;
+        if ((s = vc_preprocess_one(&one, region, Lb, st))) return s;
+    }
+    return VCATTN_STATUS_SUCCESS;
+}
+
+/* One problem's attention kernel over workspace w laid out as L, non-finite rows flagged in *flag. */
+static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w, const vcattn_gpu_layout &L,
+                                   unsigned *flag, cudaStream_t stream) {
     vc_attn_args a;
     memset(&a, 0, sizeof a);
     a.q_codes = (const int8_t *)(w + L.q_codes);
@@ -237,13 +318,66 @@ extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p,
     a.nkb = (int)(L.skv_pad / VC_BLOCK_K);
     a.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
     a.bm_descent = vc_blockmax_descent(a.nkb);
-    a.output_flag = (unsigned *)(w + L.output_flag);
+    a.output_flag = flag;
     a.direct_heads = (const unsigned *)(w + L.direct_heads);
     a.head_exact = p->head_exact;
     const int BH = (int)(p->batch * p->heads), mode = vc_mode_of(p->method);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
-    cudaError_t e = vc_attn_launch(a, BH, mode, vc_exact_mode_of(mode), bf16, (cudaStream_t)stream);
+    cudaError_t e = vc_attn_launch(a, BH, mode, vc_exact_mode_of(mode), bf16, stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
+}
+
+/* Rows lq..Sq of batch element b: zeros, LSE -inf (no valid key for them). */
+static vcattn_status vc_clear_rows(const vcattn_gpu_params *p, int64_t b, int64_t lq, cudaStream_t stream) {
+    const int64_t esz = 2, n = p->seq_q - lq;
+    const size_t width = (size_t)(p->head_dim * esz);
+    const size_t pitch = n > 1 ? (size_t)(p->o_stride[2] * esz) : width;
+    for (int64_t h = 0; h < p->heads; ++h) {
+        uint8_t *o = (uint8_t *)p->o + (b * p->o_stride[0] + h * p->o_stride[1] + lq * p->o_stride[2]) * esz;
+        if (cudaMemset2DAsync(o, pitch, 0, width, (size_t)n, stream) != cudaSuccess) return VCATTN_STATUS_CUDA_ERROR;
+    }
+    if (p->lse) {
+        const float neg_inf = -INFINITY;
+        unsigned bits;
+        memcpy(&bits, &neg_inf, sizeof bits);
+        CUdeviceptr at = (CUdeviceptr)(p->lse + (b * p->heads) * p->seq_q + lq);
+        if (cuMemsetD2D32Async(at, (size_t)p->seq_q * sizeof(float), bits, (size_t)n, (size_t)p->heads,
+                               (CUstream)stream) != CUDA_SUCCESS)
+            return VCATTN_STATUS_CUDA_ERROR;
+    }
+    return VCATTN_STATUS_SUCCESS;
+}
+
+extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *ws, size_t ws_bytes,
+                                                     void *stream) {
+    vcattn_gpu_layout L;
+    vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
+    if (s) return s;
+    uint8_t *w = (uint8_t *)ws;
+    cudaStream_t st = (cudaStream_t)stream;
+    unsigned *flag = (unsigned *)(w + L.output_flag);
+    if (!vc_has_lengths(p)) return vc_kernel_one(p, w, L, flag, st);
+    vc_len_regions R;
+    vcattn_gpu_layout one_layout;
+    if ((s = vc_len_layout(p, &R, &one_layout))) return s;
+    for (int64_t b = 0; b < p->batch; ++b) {
+        const int64_t lk = vc_kv_len(p->kv_lens, p->seq_kv, b);
+        const int64_t lq = vc_q_len(p->q_lens, p->kv_lens, p->seq_q, p->seq_kv, b);
+        if (lq > 0) {
+            uint8_t *region = w + R.base + (size_t)b * R.stride;
+            const vcattn_gpu_params one = vc_batch_params(p, b, lq, lk, region, R);
+            vcattn_gpu_layout Lb;
+            if ((s = vcattn_gpu_workspace_layout(&one, &Lb))) return s;
+            if ((s = vc_kernel_one(&one, region, Lb, flag, st))) return s;
+            /* the element's LSE rows into the caller's (B, H, Sq) */
+            if (p->lse && cudaMemcpy2DAsync(p->lse + b * p->heads * p->seq_q, (size_t)p->seq_q * 4, region + R.lse,
+                                            (size_t)lq * 4, (size_t)lq * 4, (size_t)p->heads,
+                                            cudaMemcpyDeviceToDevice, st) != cudaSuccess)
+                return VCATTN_STATUS_CUDA_ERROR;
+        }
+        if (lq < p->seq_q && (s = vc_clear_rows(p, b, lq, st))) return s;
+    }
+    return VCATTN_STATUS_SUCCESS;
 }
 
 extern "C" vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, const void *ws, size_t ws_bytes,

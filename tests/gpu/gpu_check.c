@@ -8,6 +8,8 @@
  *   gpu_check small            one small shape, plain and with Q x 1e6 (for compute-sanitizer)
  *   gpu_check prepcheck        preprocessing only: vectorized vs scalar path bit for bit
  *                              (whole workspace), codes vs the CPU, 8-byte-aligned views
+ *   gpu_check lengths          per-batch valid lengths: each batch element bit-identical to
+ *                              its unpadded call, padded rows zeros / LSE -inf, vs the simulation
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -364,6 +366,161 @@ static int run_recipes(void) {
     return fails;
 }
 
+/* ---- per-batch valid lengths ------------------------------------------------------------- */
+
+/* GPU output (device, layout of s) of batch element b, rows [0, n) -> float (H, n, D) */
+static void download_rows(const shape_t *s, const void *dout, int64_t b, int64_t n, float *o) {
+    int64_t st[3];
+    strides_of(s, s->Sq, st);
+    const int64_t total = s->B * s->H * s->Sq * s->D;
+    uint16_t *h = (uint16_t *)malloc(2 * (size_t)total);
+    CK(cudaMemcpy(h, dout, 2 * (size_t)total, cudaMemcpyDeviceToHost));
+    for (int64_t hh = 0; hh < s->H; ++hh)
+        for (int64_t i = 0; i < n; ++i)
+            for (int64_t d = 0; d < s->D; ++d) {
+                uint16_t u = h[b * st[0] + hh * st[1] + i * st[2] + d];
+                o[(hh * n + i) * s->D + d] = s->fp16_out ? vc_fp16_to_f32(u) : vc_bf16_to_f32(u);
+            }
+    free(h);
+}
+
+/* One shape and method with lengths (q_lens NULL: key padding only): every batch element's
+ * rows and LSE bit-identical to the GPU call on its valid tokens alone, rows past its length
+ * zeros / -inf, the whole within the method's tolerance of the simulation with lengths. */
+static int lengths_shape(const shape_t *s, vcattn_method m, const int64_t *q_lens, const int64_t *kv_lens) {
+    inputs_t in;
+    make_inputs(s, &in);
+    const int64_t B = s->B, H = s->H, BH = B * H, no = BH * s->Sq * s->D, nl = BH * s->Sq;
+    /* a permutation whose first kv_lens[b] entries permute 0..kv_lens[b]-1: the full one's
+     * entries below the length, in its order, then the identity */
+    int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)(BH * s->Skv)), *dperm;
+    for (int64_t bh = 0; bh < BH; ++bh) {
+        const int64_t n = kv_lens[bh / H];
+        int64_t w = 0;
+        for (int64_t j = 0; j < s->Skv; ++j)
+            if (in.perm[bh * s->Skv + j] < n) perm[bh * s->Skv + w++] = in.perm[bh * s->Skv + j];
+        for (int64_t j = n; j < s->Skv; ++j) perm[bh * s->Skv + j] = (int32_t)j;
+    }
+    CK(cudaMalloc((void **)&dperm, sizeof(int32_t) * (size_t)(BH * s->Skv)));
+    CK(cudaMemcpy(dperm, perm, sizeof(int32_t) * (size_t)(BH * s->Skv), cudaMemcpyHostToDevice));
+    uint8_t *flags = (uint8_t *)malloc((size_t)BH), *dflags;
+    for (int64_t i = 0; i < BH; ++i) flags[i] = (uint8_t)(i % 2);
+    CK(cudaMalloc((void **)&dflags, (size_t)BH));
+    CK(cudaMemcpy(dflags, flags, (size_t)BH, cudaMemcpyHostToDevice));
+    vcattn_method_config cfg, ex;
+    VK(vcattn_method_config_get(m, &cfg));
+    const int with_exact = vcattn_method_exact_p(&cfg, &ex) == VCATTN_STATUS_SUCCESS;
+
+    vcattn_gpu_params gp;
+    gpu_params(s, &in, m, &gp);
+    gp.perm = dperm;
+    gp.head_exact = with_exact ? dflags : NULL;
+    gp.q_lens = q_lens;
+    gp.kv_lens = kv_lens;
+    size_t wsb;
+    VK(vcattn_gpu_workspace_size(&gp, &wsb));
+    void *ws;
+    CK(cudaMalloc(&ws, wsb));
+    CK(cudaMemset(ws, 0xCD, wsb));
+    CK(cudaMemset(in.dout, 0xFF, 2 * (size_t)no)); /* poison: every row must be written */
+    CK(cudaMemset(in.dlse, 0xFF, sizeof(float) * (size_t)nl));
+    VK(vcattn_gpu_attention(&gp, ws, wsb, NULL));
+    CK(cudaDeviceSynchronize());
+    VK(vcattn_gpu_output_status(&gp, ws, wsb, NULL));
+    float *o = (float *)malloc(sizeof(float) * (size_t)no), *l = (float *)malloc(sizeof(float) * (size_t)nl);
+    download_out(s, &in, o);
+    CK(cudaMemcpy(l, in.dlse, sizeof(float) * (size_t)nl, cudaMemcpyDeviceToHost));
+    CK(cudaFree(ws));
+
+    long unlike = 0, not_cleared = 0;
+    float *ou = (float *)malloc(sizeof(float) * (size_t)no), *lu = (float *)malloc(sizeof(float) * (size_t)nl);
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t lk = kv_lens[b], lq = lk == 0 ? 0 : q_lens ? q_lens[b] : s->Sq;
+        if (lq > 0) {
+            /* the unpadded call: batch 1, views of the same device tensors, a packed permutation */
+            vcattn_gpu_params one = gp;
+            const int64_t esz = 2;
+            one.batch = 1;
+            one.seq_q = lq;
+            one.seq_kv = lk;
+            one.q = (const uint8_t *)gp.q + b * gp.q_stride[0] * esz;
+            one.k = (const uint8_t *)gp.k + b * gp.k_stride[0] * esz;
+            one.v = (const uint8_t *)gp.v + b * gp.v_stride[0] * esz;
+            one.o = (uint8_t *)gp.o + b * gp.o_stride[0] * esz;
+            one.q_lens = one.kv_lens = NULL;
+            one.head_exact = with_exact ? dflags + b * H : NULL;
+            int32_t *dp1, *dl1;
+            CK(cudaMalloc((void **)&dp1, sizeof(int32_t) * (size_t)(H * lk)));
+            CK(cudaMalloc((void **)&dl1, sizeof(float) * (size_t)(H * lq)));
+            for (int64_t h = 0; h < H; ++h)
+                CK(cudaMemcpy(dp1 + h * lk, perm + (b * H + h) * s->Skv, sizeof(int32_t) * (size_t)lk,
+                              cudaMemcpyHostToDevice));
+            one.perm = dp1;
+            one.lse = (float *)dl1;
+            VK(vcattn_gpu_workspace_size(&one, &wsb));
+            CK(cudaMalloc(&ws, wsb));
+            VK(vcattn_gpu_attention(&one, ws, wsb, NULL));
+            CK(cudaDeviceSynchronize());
+            download_rows(s, in.dout, b, lq, ou);
+            CK(cudaMemcpy(lu, dl1, sizeof(float) * (size_t)(H * lq), cudaMemcpyDeviceToHost));
+            for (int64_t h = 0; h < H; ++h) {
+                unlike += memcmp(o + ((b * H + h) * s->Sq) * s->D, ou + h * lq * s->D,
+                                 sizeof(float) * (size_t)(lq * s->D)) != 0;
+                unlike += memcmp(l + (b * H + h) * s->Sq, lu + h * lq, sizeof(float) * (size_t)lq) != 0;
+            }
+            CK(cudaFree(ws));
+            CK(cudaFree(dp1));
+            CK(cudaFree(dl1));
+        }
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = lq; i < s->Sq; ++i) {
+                const float *r = o + ((b * H + h) * s->Sq + i) * s->D;
+                for (int64_t d = 0; d < s->D; ++d) not_cleared += r[d] != 0.0f;
+                const float x = l[(b * H + h) * s->Sq + i];
+                not_cleared += !(isinf(x) && x < 0);
+            }
+    }
+    /* the simulation with the same lengths */
+    float *os = (float *)malloc(sizeof(float) * (size_t)no);
+    vcattn_attention_params sp;
+    sim_params(s, &in, os, NULL, &sp);
+    sp.q_lens = q_lens;
+    sp.kv_lens = kv_lens;
+    VK(vcattn_simulate_attention_heads(&sp, &cfg, perm, with_exact ? flags : NULL, NULL, 0, NULL));
+    const double e = rel_l2(o, os, no), tol = (s->fp16_out ? 4e-3 : 8e-3) * 2;
+    const int ok = unlike == 0 && not_cleared == 0 && e <= tol;
+    printf("%-4s lengths (%lld,%lld,%lld,%lld,%lld) %-28s %s: rows/LSE unlike the unpadded call %ld, padded "
+           "entries not 0/-inf %ld, rel-L2(gpu, sim) %.2e\n",
+           ok ? "ok" : "FAIL", (long long)B, (long long)H, (long long)s->Sq, (long long)s->Skv, (long long)s->D,
+           vcattn_method_name(m), q_lens ? "joint" : "keys", unlike, not_cleared, e);
+    free(o);
+    free(l);
+    free(ou);
+    free(lu);
+    free(os);
+    free(perm);
+    free(flags);
+    CK(cudaFree(dperm));
+    CK(cudaFree(dflags));
+    free_inputs(&in);
+    return !ok;
+}
+
+static int run_lengths(void) {
+    /* length 1, full, not a multiple of 128, fully padded; (B,S,H,D) views and FP16 too */
+    const shape_t joint = {4, 2, 300, 300, 128, 0, 0, 0, 0, 1, 0}, keys = {4, 2, 200, 300, 64, 1, 0, 1, 1, 1, 0};
+    const int64_t jq[4] = {300, 1, 173, 300}, jk[4] = {300, 1, 173, 0}, kk[4] = {200, 300, 129, 7};
+    const vcattn_method ms[] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
+                                VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT};
+    int fails = 0;
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; ++i) {
+        fails += lengths_shape(&joint, ms[i], jq, jk);
+        fails += lengths_shape(&keys, ms[i], NULL, kk);
+    }
+    printf("lengths: %d failed\n", fails);
+    return fails;
+}
+
 /* ---- preprocessing alone ---------------------------------------------------------------- */
 
 /* the workspace regions the passes write, compared bit for bit (k_partial excluded) */
@@ -466,11 +623,12 @@ static int run_prepcheck(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        printf("usage: %s check | recipes | medium | small | prepcheck\n", argv[0]);
+        printf("usage: %s check | recipes | lengths | medium | small | prepcheck\n", argv[0]);
         return 2;
     }
     if (!have_sm90()) return 77;
-    if (!strcmp(argv[1], "check")) return run_check() + run_recipes() ? 1 : 0;
+    if (!strcmp(argv[1], "check")) return run_check() + run_recipes() + run_lengths() ? 1 : 0;
+    if (!strcmp(argv[1], "lengths")) return run_lengths() ? 1 : 0;
     if (!strcmp(argv[1], "recipes")) return run_recipes() ? 1 : 0;
     if (!strcmp(argv[1], "medium")) return run_medium() ? 1 : 0;
     if (!strcmp(argv[1], "small")) return run_small() ? 1 : 0;
