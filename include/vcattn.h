@@ -194,6 +194,12 @@ typedef struct vcattn_method_config {
     vcattn_p_scale p_scale;      /* what each block's P is scaled against (0: the running max) */
 } vcattn_method_config;
 
+/* The default method of the library, the CLI and Python: vsmooth-split-blockmax-8bit (fast,
+ * and at or above SageAttention2's recipe in fidelity; docs/method.md). */
+#define VCATTN_METHOD_DEFAULT VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT
+vcattn_method vcattn_method_default(void); /* VCATTN_METHOD_DEFAULT, for bindings */
+/* 1 when the Hopper kernel (vcattn_gpu_attention) runs the method, else 0 */
+int vcattn_method_has_kernel(vcattn_method method);
 const char *vcattn_method_name(vcattn_method method); /* "sage2-8bit", NULL if out of range */
 vcattn_status vcattn_method_from_name(const char *name, vcattn_method *method);
 vcattn_status vcattn_method_config_get(vcattn_method method, vcattn_method_config *config);

@@ -14,7 +14,7 @@ void vcattn_gpu_params_init(vcattn_gpu_params *p, int64_t batch, int64_t heads, 
     p->seq_q = seq_q;
     p->seq_kv = seq_kv;
     p->head_dim = head_dim;
-    p->method = VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT; /* the default everywhere (Python, the docs) */
+    p->method = VCATTN_METHOD_DEFAULT;
     p->softmax_scale = 0.0;
     p->input_dtype = VCATTN_GPU_DTYPE_BF16;
     p->output_dtype = VCATTN_GPU_DTYPE_BF16;

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "numerics.h"
+#include "p_path.h"
 #include "simulate_internal.h"
 
 /* ---- entry points ------------------------------------------------------------------- */
@@ -59,20 +60,10 @@ static void sim_derive(sim_ctx *c, const vcattn_method_config *cfg) {
     c->cfg = cfg;
     c->fp32_pipeline = !(cfg->qk_format == VCATTN_QK_FORMAT_FP32 && cfg->v_format == VCATTN_V_FORMAT_FP32 &&
                         cfg->p_format == VCATTN_P_FORMAT_FP32);
-    /* the grouped restore where the kernel has it: every E4M3-class P (the exp path,
-     * ExpCast, the tail line, the split, either scale); NVFP4 P (no GPU kernel; its P~
-     * of 2688 would not fit the FP16 coefficient) and FP32 P restore one block at a time */
-    c->restore_group = cfg->p_format == VCATTN_P_FORMAT_E4M3 || cfg->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ||
-                      cfg->p_format == VCATTN_P_FORMAT_EXPCAST || cfg->p_format == VCATTN_P_FORMAT_SPLIT;
-    c->p_log2_offset = cfg->p_format == VCATTN_P_FORMAT_E4M3 && cfg->p_scale == VCATTN_P_SCALE_BLOCK_MAX
-                          ? VC_BLOCKMAX_E4M3_P_LOG2_OFFSET
-                      : cfg->p_format == VCATTN_P_FORMAT_E4M3  ? VC_SAGE2_P_LOG2_OFFSET
-                      : cfg->p_format == VCATTN_P_FORMAT_NVFP4 ? VC_SAGE3_P_LOG2_OFFSET
-                                                                  : 0.0f;
-    c->lse_log2_bias = cfg->p_format == VCATTN_P_FORMAT_EXPCAST || cfg->p_format == VCATTN_P_FORMAT_SPLIT
-                          ? log2(VC_EXPCAST_P_SCALE)
-                      : cfg->p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ? (double)VC_EXPCAST_TAIL_P_LOG2_SCALE
-                                                                         : 0.0;
+    const int pp = VC_P_PATH_OF(*cfg);
+    c->restore_group = VC_PP_GROUPED_RESTORE(pp);
+    c->p_log2_offset = VC_PP_P_LOG2_OFFSET(pp);
+    c->lse_log2_bias = (double)VC_PP_LSE_LOG2_BIAS(pp);
 }
 
 /* rows = NULL: every query row (n_rows unused); p already validated.  head_exact:

@@ -18,6 +18,7 @@
 #define VC_EXPCAST_BETA (-0.35f)
 #define VC_EXPCAST_MAX_CODE 120
 #define VC_EXPCAST_P_SCALE 256.0f /* value of code 120 */
+#define VC_EXPCAST_P_LOG2_SCALE 8.0f /* log2 of VC_EXPCAST_P_SCALE */
 
 /* The code of a bracket t = 8u + 120 + beta: RNE, clamped at 0 (NaN: 0, as
  * the kernel's saturating fma gives it) and, unreachably, at 120. */

@@ -239,6 +239,8 @@ def _declare(h):
         "vcattn_method_name": (ctypes.c_char_p, [st]),
         "vcattn_method_from_name": (st, [ctypes.c_char_p, P(ctypes.c_int)]),
         "vcattn_method_config_get": (st, [st, P(MethodConfig)]),
+        "vcattn_method_has_kernel": (st, [st]),
+        "vcattn_method_default": (st, []),
         "vcattn_simulate_attention": (st, [P(AttentionParams), P(MethodConfig), vp, P(SimOutputs)]),
         "vcattn_strided_rows": (st, [i64, i64, P(i64)]),
         "vcattn_reference_attention_rows": (st, [P(AttentionParams), P(i64), i64]),

@@ -12,15 +12,6 @@ from ._lib import check, lib
 
 __all__ = ["DEFAULT_METHOD", "GPU_METHODS", "methods", "method_id", "method_config", "config", "uses_vsmooth"]
 
-# The default: fast (~1.75x cuDNN BF16 at Wan 720p, faster than SageAttention2) and at or above
-# sage2-8bit in fidelity both on Gaussian inputs and on long video-like ones (docs/benchmarks.md);
-# vsmooth-expcast-blockmax-8bit is 1-3% faster with the same fidelity on video and 0.06-0.15 dB
-# under sage2-8bit on Gaussian inputs.
-DEFAULT_METHOD = "vsmooth-split-blockmax-8bit"
-# Methods the Hopper kernel implements (include/vcattn.h); the 4-bit ones need Blackwell.
-GPU_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit",
-               "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit", "vsmooth-split-blockmax-8bit")
-
 _QK_FORMATS = ("fp32", "int8", "e4m3", "nvfp4")
 _QK_GRAN = ("block", "thread")
 _V_FORMATS = ("fp32", "e4m3_per_block", "e4m3_per_channel", "nvfp4")
@@ -48,6 +39,10 @@ def _read_table():
 
 _TABLE = _read_table()
 _VSMOOTH = frozenset(n for n, (_, values) in _TABLE.items() if values[_CONFIG_FIELDS.index("v_smooth")])
+# The default of the library, the CLI and Python (VCATTN_METHOD_DEFAULT, include/vcattn.h).
+DEFAULT_METHOD = next(n for n, (i, _) in _TABLE.items() if i == lib.vcattn_method_default())
+# Methods the Hopper kernel implements (vcattn_method_has_kernel); the 4-bit ones need Blackwell.
+GPU_METHODS = tuple(n for n, (i, _) in _TABLE.items() if lib.vcattn_method_has_kernel(i))
 
 
 def methods() -> list:

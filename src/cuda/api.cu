@@ -12,35 +12,23 @@
 #include "preprocess/launch.cuh"
 #include "vcattn.h"
 
-cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int exact_mode, int out_bf16, cudaStream_t s);
+cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int pp, int exact_pp, int out_bf16, cudaStream_t s);
 
 static int64_t vc_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static size_t vc_align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-static int vc_mode_of(vcattn_method m) {
-    switch (m) {
-    case VCATTN_METHOD_SAGE2_8BIT: return VC_MODE_SAGE2;
-    case VCATTN_METHOD_VSMOOTH_8BIT: return VC_MODE_VSMOOTH;
-    case VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT: return VC_MODE_EXPCAST;
-    case VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT: return VC_MODE_EXPCAST_TAIL;
-    case VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT: return VC_MODE_EXPCAST_BLOCKMAX;
-    case VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT: return VC_MODE_VSMOOTH_BLOCKMAX;
-    case VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT: return VC_MODE_SPLIT_BLOCKMAX;
-    default: return -1;
-    }
+/* The method's P path (p_path.h), -1 for a method without a kernel (method_list.h). */
+static int vc_path_of(vcattn_method m) {
+    vcattn_method_config cfg;
+    if (!vcattn_method_has_kernel(m) || vcattn_method_config_get(m, &cfg)) return -1;
+    return VC_P_PATH_OF(cfg);
 }
 
-/* The kernel of vcattn_method_exact_p: the exp path against the same scale. */
-static int vc_exact_mode_of(int mode) {
-    switch (mode) {
-    case VC_MODE_VSMOOTH:
-    case VC_MODE_EXPCAST:
-    case VC_MODE_EXPCAST_TAIL: return VC_MODE_VSMOOTH;
-    case VC_MODE_VSMOOTH_BLOCKMAX:
-    case VC_MODE_EXPCAST_BLOCKMAX:
-    case VC_MODE_SPLIT_BLOCKMAX: return VC_MODE_VSMOOTH_BLOCKMAX;
-    default: return -1;
-    }
+/* The P path of vcattn_method_exact_p (the exp path against the same scale), -1 if none. */
+static int vc_exact_path_of(vcattn_method m) {
+    vcattn_method_config cfg, exact;
+    if (vcattn_method_config_get(m, &cfg) || vcattn_method_exact_p(&cfg, &exact)) return -1;
+    return VC_P_PATH_OF(exact);
 }
 
 static vcattn_status vc_check_view(const void *ptr, const int64_t st[3], int64_t B, int64_t H, int64_t S, int64_t D) {
@@ -62,8 +50,8 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
     if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
     /* grid.y = B*H, int32 token indices inside the kernels */
     if (p->batch * p->heads > 65535 || p->seq_q > (1 << 30) || p->seq_kv > (1 << 30)) return VCATTN_STATUS_BAD_SHAPE;
-    if (vc_mode_of(p->method) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
-    if (p->head_exact && vc_exact_mode_of(vc_mode_of(p->method)) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (vc_path_of(p->method) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (p->head_exact && vc_exact_path_of(p->method) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
     if ((unsigned)p->input_dtype > VCATTN_GPU_DTYPE_FP16 || (unsigned)p->output_dtype > VCATTN_GPU_DTYPE_FP16)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (!(p->softmax_scale <= 0.0) && !isfinite(p->softmax_scale)) return VCATTN_STATUS_INVALID_ARGUMENT;
@@ -77,7 +65,7 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
         const double sm = p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
         const double c0 = sm * VC_GPU_LOG2E;
         if (sm > FLT_MAX || c0 > FLT_MAX) return VCATTN_STATUS_SCORE_OVERFLOW;
-        const int expcast = VC_MODE_IS_EXPCAST(vc_mode_of(p->method));
+        const int expcast = VC_PP_EXPCAST_CODES(vc_path_of(p->method));
         if (expcast && c0 > 0.0078125 / (8.0 * 1e-7 * 1e-7)) return VCATTN_STATUS_SCORE_OVERFLOW;
         /* The exp path writes p = ex2(fma(s, c, -m)) with m = fl(s_max c): the row
          * max's argument is the rounding error of s_max c, up to 2^-24 |s_max c|
@@ -205,7 +193,7 @@ static double vc_sm(const vcattn_gpu_params *p) {
 /* One problem's preprocessing into workspace w laid out as L (the flag is not touched). */
 static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, const vcattn_gpu_layout &L,
                                        cudaStream_t stream) {
-    const int mode = vc_mode_of(p->method);
+    const int pp = vc_path_of(p->method);
     vc_prep_args a;
     memset(&a, 0, sizeof a);
     a.q = p->q;
@@ -214,7 +202,7 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
     memcpy(a.q_stride, p->q_stride, sizeof a.q_stride);
     memcpy(a.k_stride, p->k_stride, sizeof a.k_stride);
     memcpy(a.v_stride, p->v_stride, sizeof a.v_stride);
-    a.v_smooth = mode != VC_MODE_SAGE2;
+    a.v_smooth = VC_PP_V_SMOOTH(pp);
     a.perm = a.v_smooth ? p->perm : NULL; /* sage2 ignores the plan, as the simulation does */
     a.H = (int)p->heads;
     a.Sq = (int)p->seq_q;
@@ -321,9 +309,9 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     a.output_flag = flag;
     a.direct_heads = (const unsigned *)(w + L.direct_heads);
     a.head_exact = p->head_exact;
-    const int BH = (int)(p->batch * p->heads), mode = vc_mode_of(p->method);
+    const int BH = (int)(p->batch * p->heads);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
-    cudaError_t e = vc_attn_launch(a, BH, mode, vc_exact_mode_of(mode), bf16, stream);
+    cudaError_t e = vc_attn_launch(a, BH, vc_path_of(p->method), vc_exact_path_of(p->method), bf16, stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 

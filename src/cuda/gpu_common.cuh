@@ -5,29 +5,12 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "p_path.h" /* the kernel's template argument: a method's P path */
 #include "tiling.h" /* VC_TILE_Q, VC_BLOCK_K, SageAttention's P offsets */
 
 #define VC_GPU_DPAD 128      /* channels of every code tile (D = 64 is zero padded) */
 #define VC_GPU_KMEAN_CHUNK 1024 /* tokens per partial sum of the K channel mean */
 #define VC_GPU_LOG2E 1.4426950408889634
-
-/* the kernel's P paths: sage2 (exp, FP32 row sum), vsmooth (exp, V-Smooth),
- * ExpCast, ExpCast with the tail line, ExpCast against each block's own max,
- * and the exp path against each block's own max (all but sage2 V-Smooth) */
-enum {
-    VC_MODE_SAGE2 = 0,
-    VC_MODE_VSMOOTH = 1,
-    VC_MODE_EXPCAST = 2,
-    VC_MODE_EXPCAST_TAIL = 3,
-    VC_MODE_EXPCAST_BLOCKMAX = 4,
-    VC_MODE_VSMOOTH_BLOCKMAX = 5,
-    VC_MODE_SPLIT_BLOCKMAX = 6
-};
-/* the split writes ExpCast codes (and its exp keys in ExpCast's scale): an ExpCast mode */
-#define VC_MODE_IS_EXPCAST(m) \
-    ((m) == VC_MODE_EXPCAST || (m) == VC_MODE_EXPCAST_TAIL || (m) == VC_MODE_EXPCAST_BLOCKMAX || (m) == VC_MODE_SPLIT_BLOCKMAX)
-#define VC_MODE_IS_BLOCKMAX(m) \
-    ((m) == VC_MODE_EXPCAST_BLOCKMAX || (m) == VC_MODE_VSMOOTH_BLOCKMAX || (m) == VC_MODE_SPLIT_BLOCKMAX)
 
 /* Arguments of the preprocessing kernels (by value). */
 struct vc_prep_args {

@@ -73,13 +73,13 @@ static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, i
         CK(cudaMemcpy(dexact, h, (size_t)(B * H), cudaMemcpyHostToDevice));
         free(h);
     }
-    for (int mi = 0; mi < N_METHODS; ++mi) {
-        if (only && !method_listed(only, vcattn_method_name(k_methods[mi]))) continue;
+    FOR_GPU_METHODS(m) {
+        if (only && !method_listed(only, vcattn_method_name(m))) continue;
         vcattn_gpu_params p;
-        gpu_params(&s, &in, k_methods[mi], &p);
+        gpu_params(&s, &in, m, &p);
         p.lse = NULL;
         vcattn_method_config mc, exact_cfg;
-        VK(vcattn_method_config_get(k_methods[mi], &mc));
+        VK(vcattn_method_config_get(m, &mc));
         if (dexact && vcattn_method_exact_p(&mc, &exact_cfg) == VCATTN_STATUS_SUCCESS) p.head_exact = dexact;
         size_t wsb;
         VK(vcattn_gpu_workspace_size(&p, &wsb));
@@ -103,7 +103,7 @@ static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, i
         /* bytes the preprocessing must move: read Q, K twice, V twice; write codes */
         double pbytes = 2.0 * nq + 2.0 * 2 * nk + 2.0 * 2 * nk + (double)nq + 2.0 * nk;
         char name[64];
-        snprintf(name, sizeof name, "%s%s", vcattn_method_name(k_methods[mi]), p.head_exact ? "+exact" : "");
+        snprintf(name, sizeof name, "%s%s", vcattn_method_name(m), p.head_exact ? "+exact" : "");
         printf("BENCH %-21s (%lld,%lld,%lld,%lld,%lld) full %.3f ms (%.0f TFLOP/s) kernel %.3f ms (%.0f TFLOP/s) prep %.3f ms (%.0f GB/s)%s\n",
                name,
                (long long)B, (long long)H, (long long)Sq, (long long)Skv, (long long)D, mf, flops / mf * 1e-9, mk, flops / mk * 1e-9, mp, pbytes / mp * 1e-6,

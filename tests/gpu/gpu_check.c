@@ -189,8 +189,7 @@ static int check_shape(const shape_t *s, int vs_reference, double *worst) {
         sim_params(s, &in, oref, lref, &rp);
         VK(vcattn_reference_attention(&rp));
     }
-    for (int mi = 0; mi < N_METHODS; ++mi) {
-        vcattn_method m = k_methods[mi];
+    FOR_GPU_METHODS(m) {
         vcattn_gpu_params gp;
         gpu_params(s, &in, m, &gp);
         size_t wsb;
@@ -547,8 +546,7 @@ static int prep_check_shape(const shape_t *s) {
     inputs_t in;
     make_inputs(s, &in);
     int fails = 0;
-    for (int mi = 0; mi < N_METHODS; ++mi) {
-        vcattn_method m = k_methods[mi];
+    FOR_GPU_METHODS(m) {
         vcattn_gpu_params gp;
         gpu_params(s, &in, m, &gp);
         size_t wsb;

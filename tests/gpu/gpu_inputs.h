@@ -44,14 +44,11 @@ typedef struct {
     int64_t qs[3], ks[3];
 } inputs_t;
 
-/* the methods the GPU path implements, in the order the check and bench lines use */
-static const vcattn_method k_methods[] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
-                                          VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
-                                          VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
-                                          VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT,
-                                          VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT,
-                                          VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT};
-#define N_METHODS ((int)(sizeof k_methods / sizeof k_methods[0]))
+/* for (each method the GPU path implements, vcattn_method_has_kernel) in the library's order:
+ * the order of the check and bench lines */
+#define FOR_GPU_METHODS(m) \
+    for (vcattn_method m = (vcattn_method)0; m < VCATTN_METHOD_COUNT; m = (vcattn_method)(m + 1)) \
+        if (vcattn_method_has_kernel(m))
 
 /* the one seeded generator of a program (xorshift64): the inputs of a run depend only
  * on the order of the calls */

@@ -11,11 +11,11 @@
 
 /* Rows row0 and row0 + 8 of the tile (the wgmma accumulator rows the thread
  * owns), columns 8j + 2t.  sage2: each thread of the quad holds a partial l
- * of its columns (the V-Smooth modes: the row's l, from the ones rows). */
-template <int MODE, typename OutT>
+ * of its columns (the quantized row sum: the row's l, from the ones rows). */
+template <int PP, typename OutT>
 __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float (&O)[64], float (&l)[2],
                                               const float (&m)[2], int bh, int row0, int t) {
-    if (MODE == VC_MODE_SAGE2) {
+    if (!VC_PP_ROWSUM_QUANTIZED(PP)) {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             l[hh] += __shfl_xor_sync(0xffffffffu, l[hh], 1);
@@ -46,7 +46,7 @@ __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float
         }
         if (a.lse && t == 0) {
             /* log2(P scale): the value of the row max's code */
-            const float bias2 = MODE == VC_MODE_EXPCAST_TAIL ? VC_EXPCAST_TAIL_P_LOG2_SCALE : VC_MODE_IS_EXPCAST(MODE) ? 8.0f : 0.0f;
+            const float bias2 = VC_PP_LSE_LOG2_BIAS(PP);
             const float lse2 = m[hh] + log2f(l[hh]) - bias2;
             const float lse = lse2 * 0.69314718055994531f + (a.q_km ? a.q_km[(int64_t)bh * a.Sq + row] : 0.0f);
             finite &= isfinite(lse);

@@ -21,13 +21,16 @@
 #include "attention/producer.cuh"
 #include "attention/restore.cuh"
 #include "gpu_common.cuh"
+#include "method_list.h"
 #include "ptx/cp_async.cuh" /* fence_proxy_async_shared */
 #include "ptx/mbarrier.cuh"
 #include "ptx/smem.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
 
-template <int MODE, typename OutT, bool DIRECT>
+/* PP: the method's P path (p_path.h); the kernel takes the quantized row sum from the ones
+ * rows it adds for V-Smooth's restore, so the two come together */
+template <int PP, typename OutT, bool DIRECT>
 __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     vc_attention_kernel(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_tma_maps maps) {
     extern __shared__ uint8_t smem_raw[];
@@ -38,7 +41,8 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     const vc_att_barriers b = {bar, bar + VC_ATT_STAGES, bar + 2 * VC_ATT_STAGES, bar + 3 * VC_ATT_STAGES,
                                bar + 4 * VC_ATT_STAGES};
     /* V-Smooth methods: ones rows for r, and the mean restore on the tensor core */
-    constexpr bool kVs = MODE != VC_MODE_SAGE2;
+    constexpr bool kVs = VC_PP_V_SMOOTH(PP);
+    static_assert(VC_PP_V_SMOOTH(PP) == VC_PP_ROWSUM_QUANTIZED(PP), "the ones rows give r and l together");
 
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int bh = blockIdx.y, qtile = blockIdx.x, nkb = a.nkb;
@@ -101,20 +105,20 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     mbarrier_wait(b.q_full, 0);
     if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, 256); /* WG1 goes first */
 
-    vc_att_mainloop<MODE, DIRECT>(cs, b, d, smem, sks, cq, cw, nkb, tail_valid, t, a.bm_descent);
+    vc_att_mainloop<PP, DIRECT>(cs, b, d, smem, sks, cq, cw, nkb, tail_valid, t, a.bm_descent);
 
     /* the thread's rows from a fresh read of %tid.x: keeping warp / g live
      * through the loop cost a spill (ptxas -v) */
     const uint32_t u = read_tid_x() - 128; /* = 128 cw + 32 warp + lane */
     const int row0 = (int)((u >> 7) * 64 + ((u >> 5) & 3) * 16 + ((u & 31) >> 2)); /* cw*64 + warp*16 + g */
     /* l: sage2 sums the quad's partials (epilogue.cuh); the V-Smooth modes hold the row's l */
-    vc_store_rows<MODE, OutT>(a, cs.O, cs.l, cs.m, bh, qtile * VC_TILE_Q + row0, t);
+    vc_store_rows<PP, OutT>(a, cs.O, cs.l, cs.m, bh, qtile * VC_TILE_Q + row0, t);
 }
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */
-template <int MODE, typename OutT, bool DIRECT>
+template <int PP, typename OutT, bool DIRECT>
 static cudaError_t vc_attn_launch_one(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
-    auto kern = vc_attention_kernel<MODE, OutT, DIRECT>;
+    auto kern = vc_attention_kernel<PP, OutT, DIRECT>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, VC_ATT_SMEM);
     if (e != cudaSuccess) return e;
     kern<<<dim3(a.sq_pad / VC_TILE_Q, BH), VC_ATT_THREADS, VC_ATT_SMEM, s>>>(a, maps);
@@ -124,53 +128,44 @@ static cudaError_t vc_attn_launch_one(const vc_attn_args &a, const vc_tma_maps &
 /* The flags of direct_heads.cu, then the fast kernel (its CTAs of flagged heads leave at
  * once) and the DIRECT kernel behind it (only flagged heads stay: for ordinary inputs none,
  * a launch whose CTAs all return). */
-template <int MODE, typename OutT>
+template <int PP, typename OutT>
 static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
     cudaError_t e = vc_direct_heads_launch(a, BH, s);
-    if (e == cudaSuccess) e = vc_attn_launch_one<MODE, OutT, false>(a, maps, BH, s);
-    if (e == cudaSuccess) e = vc_attn_launch_one<MODE, OutT, true>(a, maps, BH, s);
+    if (e == cudaSuccess) e = vc_attn_launch_one<PP, OutT, false>(a, maps, BH, s);
+    if (e == cudaSuccess) e = vc_attn_launch_one<PP, OutT, true>(a, maps, BH, s);
     return e;
 }
 
 /* One P path's kernels (either output type): its heads are those whose a.direct_heads bit 1
- * equals a.head_gate. */
-static cudaError_t vc_attn_launch_mode(const vc_attn_args &a, const vc_tma_maps &maps, int BH, int mode, int out_bf16,
+ * equals a.head_gate.  One instantiation per method of method_list.h that has a kernel. */
+static cudaError_t vc_attn_launch_path(const vc_attn_args &a, const vc_tma_maps &maps, int BH, int pp, int out_bf16,
                                        cudaStream_t s) {
-    switch (mode) {
-    case VC_MODE_SAGE2:
-        return out_bf16 ? vc_attn_launch_t<VC_MODE_SAGE2, __nv_bfloat16>(a, maps, BH, s)
-                        : vc_attn_launch_t<VC_MODE_SAGE2, __half>(a, maps, BH, s);
-    case VC_MODE_VSMOOTH:
-        return out_bf16 ? vc_attn_launch_t<VC_MODE_VSMOOTH, __nv_bfloat16>(a, maps, BH, s)
-                        : vc_attn_launch_t<VC_MODE_VSMOOTH, __half>(a, maps, BH, s);
-    case VC_MODE_EXPCAST_TAIL:
-        return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST_TAIL, __nv_bfloat16>(a, maps, BH, s)
-                        : vc_attn_launch_t<VC_MODE_EXPCAST_TAIL, __half>(a, maps, BH, s);
-    case VC_MODE_EXPCAST_BLOCKMAX:
-        return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST_BLOCKMAX, __nv_bfloat16>(a, maps, BH, s)
-                        : vc_attn_launch_t<VC_MODE_EXPCAST_BLOCKMAX, __half>(a, maps, BH, s);
-    case VC_MODE_VSMOOTH_BLOCKMAX:
-        return out_bf16 ? vc_attn_launch_t<VC_MODE_VSMOOTH_BLOCKMAX, __nv_bfloat16>(a, maps, BH, s)
-                        : vc_attn_launch_t<VC_MODE_VSMOOTH_BLOCKMAX, __half>(a, maps, BH, s);
-    case VC_MODE_SPLIT_BLOCKMAX:
-        return out_bf16 ? vc_attn_launch_t<VC_MODE_SPLIT_BLOCKMAX, __nv_bfloat16>(a, maps, BH, s)
-                        : vc_attn_launch_t<VC_MODE_SPLIT_BLOCKMAX, __half>(a, maps, BH, s);
+#define VC_KERNEL_CASE_1(pf, ps, vs, rq)                                                        \
+    case VC_P_PATH(pf, ps, vs, rq):                                                             \
+        return out_bf16 ? vc_attn_launch_t<VC_P_PATH(pf, ps, vs, rq), __nv_bfloat16>(a, maps, BH, s) \
+                        : vc_attn_launch_t<VC_P_PATH(pf, ps, vs, rq), __half>(a, maps, BH, s);
+#define VC_KERNEL_CASE_0(pf, ps, vs, rq)
+#define VC_KERNEL_CASE(id, name, qkf, qkg, sk, sq, vf, vs, pf, rq, ps, gpu) VC_KERNEL_CASE_##gpu(pf, ps, vs, rq)
+    switch (pp) {
+        VC_METHOD_LIST(VC_KERNEL_CASE)
     default:
-        return out_bf16 ? vc_attn_launch_t<VC_MODE_EXPCAST, __nv_bfloat16>(a, maps, BH, s)
-                        : vc_attn_launch_t<VC_MODE_EXPCAST, __half>(a, maps, BH, s);
+        return cudaErrorInvalidValue; /* api.cu admits only the list's kernel methods */
     }
+#undef VC_KERNEL_CASE
+#undef VC_KERNEL_CASE_0
+#undef VC_KERNEL_CASE_1
 }
 
 /* The method's kernels, then (with per-head exact-P flags) the exact sibling's for the
  * flagged heads: the P path of a head is a launch choice, the kernels stay as they are. */
-cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int mode, int exact_mode, int out_bf16, cudaStream_t s) {
+cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int pp, int exact_pp, int out_bf16, cudaStream_t s) {
     vc_tma_maps maps;
     if (!vc_attn_make_maps(a, BH, &maps)) return cudaErrorInvalidValue;
     vc_attn_args own = a;
     own.head_gate = 0u;
-    cudaError_t e = vc_attn_launch_mode(own, maps, BH, mode, out_bf16, s);
+    cudaError_t e = vc_attn_launch_path(own, maps, BH, pp, out_bf16, s);
     if (e != cudaSuccess || !a.head_exact) return e;
     vc_attn_args exact = a;
     exact.head_gate = VC_HEAD_EXACT;
-    return vc_attn_launch_mode(exact, maps, BH, exact_mode, out_bf16, s);
+    return vc_attn_launch_path(exact, maps, BH, exact_pp, out_bf16, s);
 }

@@ -110,7 +110,7 @@ __device__ __forceinline__ void vc_att_prepare_next(const vc_att_barriers &b, un
 
 /* Wait for S_kb and run its softmax; the wgmma wait sits inside each branch
  * (its own basic block) so that ptxas keeps the fold above it. */
-template <int MODE, bool DIRECT>
+template <int PP, bool DIRECT>
 __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_att_barriers &b, uint32_t sks, float cq,
                                                 unsigned kb, int nkb, int tail_valid, int t, float a_descent,
                                                 const float (&G)[2], const uint8_t *smem) {
@@ -121,24 +121,24 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, true, DIRECT>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA, cs.rprev,
+        vc_att_softmax<PP, true, DIRECT>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA, cs.rprev,
                                    kb, nkb, G, smem);
     } else {
         wgmma_wait<0>();
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<MODE, false, DIRECT>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
+        vc_att_softmax<PP, false, DIRECT>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
                                     cs.rprev, kb, nkb, G, smem);
     }
 }
 
 /* The whole loop of one consumer WG (cw = 0 or 1) over nkb key blocks. */
-template <int MODE, bool DIRECT>
+template <int PP, bool DIRECT>
 __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_att_barriers &b, const vc_att_descs &d,
                                                 const uint8_t *smem, uint32_t sks, float cq, int cw, int nkb,
                                                 int tail_valid, int t, float descent) {
-    constexpr bool kVs = MODE != VC_MODE_SAGE2;
+    constexpr bool kVs = VC_PP_V_SMOOTH(PP);
     /* ---- first turn: S_0 ---- */
     {
         mbarrier_wait(&b.full_k[0], 0);
@@ -148,7 +148,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         vc_att_end_issue(cw);
         vc_att_prepare_next(b, 0, nkb);
         const float G0[2] = {0.0f, 0.0f}; /* no floor in block 0 */
-        vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent, G0, smem);
+        vc_att_finish_s<PP, DIRECT>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent, G0, smem);
     }
     /* steady state: P_{kb-1} V_{kb-1}, in turns kb = 9, 17, ... the restore
      * of the group kb-9..kb-2 (restore.cuh), then S_kb; fold block
@@ -174,9 +174,9 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         __syncwarp();
         vc_att_fold<kVs>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
         float G[2] = {0.0f, 0.0f};
-        if (VC_MODE_IS_BLOCKMAX(MODE) && vc_blockmax_needs_group_floor(descent))
+        if (VC_PP_BLOCK_MAX(PP) && vc_blockmax_needs_group_floor(descent))
             vc_att_group_max(G, cs.m, kb - 1, smem); /* m: block kb-1's scale */
-        vc_att_finish_s<MODE, DIRECT>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, G, smem);
+        vc_att_finish_s<PP, DIRECT>(cs, b, sks, cq, kb, nkb, tail_valid, t, descent, G, smem);
     }
     /* ---- last turn: P V of the last block (+ the restore of the group of
      * block nkb-2, complete or not), then the last block's mean term on its

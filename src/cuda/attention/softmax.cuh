@@ -15,13 +15,13 @@
  *     in the last place of 1), one BF16x2 max clamps at code 0, and per pair
  *     one BF16x2 FMA gives the tail line from the converted pair and one more
  *     BF16x2 max takes the larger line;
- *   ExpCast against the block's own max (VC_MODE_EXPCAST_BLOCKMAX): the
+ *   ExpCast against the block's own max (P_FORMAT_EXPCAST, P_SCALE_BLOCK_MAX): the
  *     ExpCast codes, with the scale m following the block's max down by at
  *     most d = min(1, 64 / blocks) log2 units per block (softmax_numerics.h, "the
  *     block-max P scale"): one FADD more per row, none per score;
- *   the exp path against the block's own max (VC_MODE_VSMOOTH_BLOCKMAX): the
+ *   the exp path against the block's own max (P_FORMAT_E4M3, P_SCALE_BLOCK_MAX): the
  *     same scale rule, the block's max at 256 (2^8) instead of 448;
- *   the split (VC_MODE_SPLIT_BLOCKMAX): ExpCast block-max's scale, the keys
+ *   the split (P_FORMAT_SPLIT): ExpCast block-max's scale, the keys
  *     vc_split_key_is_exp picks (in pair i = 0 of the first k-steps, keys
  *     32kk + 0..15; whole registers or half-registers) by the exp path in
  *     ExpCast's scale (softmax_numerics.h, "the split P"), the others by the
@@ -82,13 +82,13 @@ __device__ __forceinline__ void vc_att_exp_p4(const int32_t (&S)[64], const int 
  * __fmul_rn keeps the product from being contracted into the subtraction of m
  * (one FFMA), whose rounding residual, up to half an ULP of a score of ~1e12
  * log2 units, became the bracket (codes past 255: NaN rows). */
-template <int MODE, bool TAIL, bool DIRECT>
+template <int PP, bool TAIL, bool DIRECT>
 __device__ __forceinline__ float vc_att_expcast_w(int32_t s, int col, float a_s, float bias, float c, float m,
                                                   bool direct, int nvalid) {
     float w = fma_sat(a_s, __int_as_float(s + VC_EXPCAST_INT_MAGIC_BITS), bias);
     if (DIRECT && direct)
         w = fma_sat(8.0f * VC_EXPCAST_SAT_SCALE, __fsub_rn(__fmul_rn((float)s, c), m),
-                    (MODE == VC_MODE_SPLIT_BLOCKMAX ? VC_SPLIT_EXPCAST_CONST : VC_EXPCAST_CONST) * VC_EXPCAST_SAT_SCALE);
+                    (VC_PP_IS(PP, SPLIT) ? VC_SPLIT_EXPCAST_CONST : VC_EXPCAST_CONST) * VC_EXPCAST_SAT_SCALE);
     if (TAIL && col >= nvalid) w = 0.0f; /* code 0 */
     return w;
 }
@@ -106,7 +106,7 @@ __device__ __forceinline__ uint32_t vc_att_e4m3x4(const float (&p)[4]) {
  * m: running max (log2 units; the block-max scale: the block's scale, falling
  * at most `descent` per block), alpha: exp2(m_old - m_new), lsum: FP32 row sum
  * (sage2 only: the V-Smooth methods take r from the P V product). */
-template <int MODE, bool TAIL, bool DIRECT>
+template <int PP, bool TAIL, bool DIRECT>
 __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, int nvalid, int t, float (&m)[2],
                                                float (&alpha)[2], float (&lsum)[2], float descent,
                                                uint32_t (&P)[4][4], uint32_t (&RA)[4], const float (&rprev)[2],
@@ -116,7 +116,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
      * restore"): in the block a group's restore rides in, m_n >= G - 7/8,
      * G the largest scale of the group's blocks (vc_att_group_max, updated in
      * the fold before this softmax) */
-    const bool kFloor = VC_MODE_IS_BLOCKMAX(MODE) && vc_blockmax_needs_group_floor(descent); /* per call */
+    const bool kFloor = VC_PP_BLOCK_MAX(PP) && vc_blockmax_needs_group_floor(descent); /* per call */
     const bool floor_here = ((kb & (VC_ATT_RESTORE_GROUP - 1u)) == 0u && kb >= VC_ATT_RESTORE_GROUP) ||
                             (kb == (unsigned)nkb - 1u && kb >= 1u);
     const float c8 = 8.0f * c; /* exact */
@@ -125,10 +125,10 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
      * ALU pipe); the bias absorbs -8c M before the max is known
      * (softmax_numerics.h, vc_expcast_int_bracket).  Plain and block-max ExpCast
      * scale the fma's terms by 2^-24 for the saturating form (a_s, bpre) */
-    constexpr bool kSat = VC_MODE_IS_EXPCAST(MODE) && MODE != VC_MODE_EXPCAST_TAIL;
+    constexpr bool kSat = VC_PP_SATURATING_CODES(PP);
     const float a_s = kSat ? c8 * VC_EXPCAST_SAT_SCALE : c8; /* exact */
-    const float bpre = MODE == VC_MODE_EXPCAST_TAIL    ? vc_expcast_tail_bias_pre(c8)
-                       : MODE == VC_MODE_SPLIT_BLOCKMAX ? vc_expcast_sat_bias_pre_at(a_s, VC_SPLIT_EXPCAST_CONST)
+    const float bpre = VC_PP_IS(PP, EXPCAST_TAIL) ? vc_expcast_tail_bias_pre(c8)
+                       : VC_PP_IS(PP, SPLIT)        ? vc_expcast_sat_bias_pre_at(a_s, VC_SPLIT_EXPCAST_CONST)
                                                         : vc_expcast_sat_bias_pre(a_s);
     const bool direct = DIRECT && c8 > VC_EXPCAST_MAGIC_MAX_A;
 #pragma unroll
@@ -140,21 +140,21 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
         /* the block-max scale (softmax_numerics.h): m - descent is known before tm,
          * so the path from tm to the bias keeps its one max */
-        float m_new = MODE == VC_MODE_EXPCAST_BLOCKMAX || MODE == VC_MODE_SPLIT_BLOCKMAX
+        float m_new = VC_PP_BLOCK_MAX(PP) && VC_PP_EXPCAST_CODES(PP)
                           ? vc_blockmax_scale(m[hh], descent, tm)
-                      : MODE == VC_MODE_VSMOOTH_BLOCKMAX
-                          ? vc_blockmax_scale(m[hh], descent, tm - VC_BLOCKMAX_E4M3_P_LOG2_OFFSET)
-                      : VC_MODE_IS_EXPCAST(MODE) ? fmaxf(m[hh], tm)
-                                                 : fmaxf(m[hh], tm - VC_SAGE2_P_LOG2_OFFSET);
+                      : VC_PP_BLOCK_MAX(PP)
+                          ? vc_blockmax_scale(m[hh], descent, tm - VC_PP_P_LOG2_OFFSET(PP))
+                      : VC_PP_EXPCAST_CODES(PP) ? fmaxf(m[hh], tm)
+                                                : fmaxf(m[hh], tm - VC_PP_P_LOG2_OFFSET(PP));
         if (kFloor && floor_here) m_new = vc_blockmax_group_floor(m_new, G[hh]);
         alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
-        if (VC_MODE_IS_EXPCAST(MODE)) {
+        if (VC_PP_EXPCAST_CODES(PP)) {
             /* one fma after the max */
             bias[hh] = kSat ? vc_expcast_sat_bias(bpre, m_new) : vc_expcast_bias(bpre, m_new);
         } else {
             bias[hh] = -m_new;
         }
-        if (MODE == VC_MODE_SPLIT_BLOCKMAX) bias_exp[hh] = VC_SPLIT_EXP_LOG2_OFFSET - m_new;
+        if (VC_PP_IS(PP, SPLIT)) bias_exp[hh] = VC_SPLIT_EXP_LOG2_OFFSET - m_new;
         m[hh] = m_new;
         lsum[hh] = 0.0f;
     }
@@ -169,7 +169,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                  * shared-memory load then overlaps the last quarter of the
                  * P conversion (the paired form's load after the softmax sat
                  * on the turn's critical path, +4%), and most of S is dead */
-                if (MODE != VC_MODE_SAGE2 && kk == 3 && i == 0 && hh == 0)
+                if (VC_PP_V_SMOOTH(PP) && kk == 3 && i == 0 && hh == 0)
                     vc_att_make_ra_group(RA, rprev, alpha, kb, nkb, t, smem);
                 const int j0 = 4 * kk + 2 * i;
                 const int idx[4] = {4 * j0 + 2 * hh, 4 * j0 + 2 * hh + 1, 4 * j0 + 4 + 2 * hh, 4 * j0 + 5 + 2 * hh};
@@ -177,8 +177,8 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                 /* the split's rule (vc_split_key_is_exp) decides per half-register: keys
                  * 2t, 2t + 1 of the register's 16 and keys 8 + 2t, 9 + 2t each share it;
                  * constants after unrolling */
-                const bool exp_lo = MODE == VC_MODE_SPLIT_BLOCKMAX && vc_split_key_is_exp(32 * kk + 16 * i);
-                const bool exp_hi = MODE == VC_MODE_SPLIT_BLOCKMAX && vc_split_key_is_exp(32 * kk + 16 * i + 8);
+                const bool exp_lo = VC_PP_IS(PP, SPLIT) && vc_split_key_is_exp(32 * kk + 16 * i);
+                const bool exp_hi = VC_PP_IS(PP, SPLIT) && vc_split_key_is_exp(32 * kk + 16 * i + 8);
                 if (exp_lo && exp_hi) {
                     /* the split's exp keys: the exp path with their bias */
                     float p[4];
@@ -190,19 +190,19 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                      * conversion); one PRMT packs them, as ExpCast's register costs */
                     float p[4];
                     vc_att_exp_p4<TAIL, DIRECT>(S, idx, col, c, bias_exp[hh], nvalid, p); /* p[2], p[3] unused */
-                    const float w2 = vc_att_expcast_w<MODE, TAIL, DIRECT>(S[idx[2]], col[2], a_s, bias[hh], c, m[hh],
+                    const float w2 = vc_att_expcast_w<PP, TAIL, DIRECT>(S[idx[2]], col[2], a_s, bias[hh], c, m[hh],
                                                                           direct, nvalid);
-                    const float w3 = vc_att_expcast_w<MODE, TAIL, DIRECT>(S[idx[3]], col[3], a_s, bias[hh], c, m[hh],
+                    const float w3 = vc_att_expcast_w<PP, TAIL, DIRECT>(S[idx[3]], col[3], a_s, bias[hh], c, m[hh],
                                                                           direct, nvalid);
                     P[kk][2 * i + hh] = prmt((uint32_t)cvt_e4m3x2(p[0], p[1]), cvt_f16x2(w2, w3), 0x6410);
                 } else if (kSat) {
                     float w[4];
 #pragma unroll
                     for (int e = 0; e < 4; ++e)
-                        w[e] = vc_att_expcast_w<MODE, TAIL, DIRECT>(S[idx[e]], col[e], a_s, bias[hh], c, m[hh], direct,
+                        w[e] = vc_att_expcast_w<PP, TAIL, DIRECT>(S[idx[e]], col[e], a_s, bias[hh], c, m[hh], direct,
                                                                     nvalid);
                     P[kk][2 * i + hh] = prmt(cvt_f16x2(w[0], w[1]), cvt_f16x2(w[2], w[3]), 0x6420);
-                } else if (MODE == VC_MODE_EXPCAST_TAIL) {
+                } else if (VC_PP_IS(PP, EXPCAST_TAIL)) {
                     /* v = bracket + 128 (ONE FFMA per score); the BF16x2
                      * conversion is the RNE of two brackets, the BF16x2 max
                      * with 128 the clamp at code 0, and the low byte of each
@@ -225,7 +225,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                 } else {
                     float p[4];
                     vc_att_exp_p4<TAIL, DIRECT>(S, idx, col, c, bias[hh], nvalid, p);
-                    if (MODE == VC_MODE_SAGE2) lsum[hh] += (p[0] + p[1]) + (p[2] + p[3]);
+                    if (!VC_PP_ROWSUM_QUANTIZED(PP)) lsum[hh] += (p[0] + p[1]) + (p[2] + p[3]);
                     P[kk][2 * i + hh] = vc_att_e4m3x4(p);
                 }
             }
