@@ -60,6 +60,7 @@
 #include "numerics.h"
 #include "tiling.h"
 #include "vcattn.h"
+#include "vcattn_research.h"
 
 enum { NP = 3, P_EXP = 0, P_EC = 1, P_ECT = 2 };
 static const char *const k_path[NP] = {"exp-e4m3", "expcast", "expcast-tail"};

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "vcattn.h"
+#include "vcattn_research.h"
 
 #define REQUIRE(c)                                                                             \
     do {                                                                                       \

@@ -3,6 +3,7 @@
 
 #include "numerics.h"
 #include "vcattn.h"
+#include "vcattn_research.h"
 
 #define CHECK_ARRAYS(a, b, n)                                                          \
     do {                                                                               \

@@ -5,6 +5,7 @@
 #include "numerics.h"
 #include "tiling.h"
 #include "vcattn.h"
+#include "vcattn_research.h"
 
 #define NORMAL_DOUBLINGS 14 /* u in [-14, 0): values 2^-6 .. 2^8, the normal codes 8..120 */
 

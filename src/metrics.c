@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "vcattn.h"
+#include "vcattn_research.h"
 
 vcattn_status vcattn_fidelity_compare(const float *ref, const float *out, int64_t n,
                                       vcattn_fidelity *f) {

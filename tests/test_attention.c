@@ -5,6 +5,7 @@
 #include "numerics.h"
 #include "test.h"
 #include "vcattn.h"
+#include "vcattn_research.h"
 
 typedef struct {
     int64_t B, H, Sq, Skv, D;

@@ -5,6 +5,7 @@
 #include "numerics.h"
 #include "test.h"
 #include "vcattn.h"
+#include "vcattn_research.h"
 
 TEST(e4m3_all_codes_round_trip) {
     for (int c = 0; c < 256; ++c) {

@@ -11,6 +11,7 @@
 #include "cli_args.h"
 #include "cli_parse.h"
 #include "vcattn.h"
+#include "vcattn_research.h"
 #include "numerics.h"
 #include "tiling.h"
 

@@ -28,6 +28,7 @@
 #include "cli_parse.h"
 #include "internal.h"
 #include "vcattn.h"
+#include "vcattn_research.h"
 
 static const char *k_workload_usage =
     "usage: vcattn workload --preset NAME --out DIR [options]\n"
