@@ -4,7 +4,7 @@ A key-padding mask keeps, in each batch element, the first ``kv_len`` keys; a jo
 (HunyuanVideo-1.5: ``valid[b, i] & valid[b, j]`` over [video; text] with the padding last)
 also keeps only the first ``q_len`` query rows.  Such a mask is two lengths per batch element,
 and vcattn runs each batch element as the unpadded problem of those lengths (C:
-``q_lens`` / ``kv_lens``, docs/api.md "Valid lengths"): the valid rows are bit-identical to
+``q_lens`` / ``kv_lens``, include/vcattn.h "Valid lengths"): the valid rows are bit-identical to
 the call on the valid tokens alone, and rows without a valid key are zeros (LSE -inf), as
 torch SDPA writes them.
 
