@@ -1,6 +1,5 @@
 /* api.cu - the C entry points of the GPU path (include/vcattn.h):
  * validation, the workspace layout, and the launch sequence. */
-#include <cuda.h>
 #include <cuda_runtime.h>
 #include <float.h>
 #include <math.h>
@@ -315,6 +314,12 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 
+/* lse[h * pitch + i] = -inf for i < n, one block per head (the LSE of rows without a key;
+ * a kernel: the driver API's 32-bit memset would tie the library to libcuda) */
+__global__ void vc_fill_neg_inf(float *lse, int64_t pitch, int64_t n) {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) lse[blockIdx.x * pitch + i] = -INFINITY;
+}
+
 /* Rows lq..Sq of batch element b: zeros, LSE -inf (no valid key for them). */
 static vcattn_status vc_clear_rows(const vcattn_gpu_params *p, int64_t b, int64_t lq, cudaStream_t stream) {
     const int64_t esz = 2, n = p->seq_q - lq;
@@ -325,13 +330,8 @@ static vcattn_status vc_clear_rows(const vcattn_gpu_params *p, int64_t b, int64_
         if (cudaMemset2DAsync(o, pitch, 0, width, (size_t)n, stream) != cudaSuccess) return VCATTN_STATUS_CUDA_ERROR;
     }
     if (p->lse) {
-        const float neg_inf = -INFINITY;
-        unsigned bits;
-        memcpy(&bits, &neg_inf, sizeof bits);
-        CUdeviceptr at = (CUdeviceptr)(p->lse + (b * p->heads) * p->seq_q + lq);
-        if (cuMemsetD2D32Async(at, (size_t)p->seq_q * sizeof(float), bits, (size_t)n, (size_t)p->heads,
-                               (CUstream)stream) != CUDA_SUCCESS)
-            return VCATTN_STATUS_CUDA_ERROR;
+        vc_fill_neg_inf<<<(unsigned)p->heads, 256, 0, stream>>>(p->lse + (b * p->heads) * p->seq_q + lq, p->seq_q, n);
+        if (cudaGetLastError() != cudaSuccess) return VCATTN_STATUS_CUDA_ERROR;
     }
     return VCATTN_STATUS_SUCCESS;
 }
