@@ -325,7 +325,7 @@ static void print_table(const char *preset, int64_t S, int64_t frames, int64_t r
                         const head_summary *hs, int64_t nh, const head_summary *all) {
     printf("# P path in isolation: %s, %lld frames, %lld keys, %lld rows per head, FP64 scores and V, codes against the %s\n",
            preset, (long long)frames, (long long)S, (long long)rows,
-           running == 3 ? "block-max scale (vsmooth-expcast-blockmax-8bit) of 128-key blocks in the k-means order"
+           running == 3 ? "block-max scale (the split's ExpCast keys) of 128-key blocks in the k-means order"
            : running == 2 ? "running max of 128-key blocks in the k-means order"
            : running ? "running max of 128-key blocks in sequence order" : "row's final max");
     printf("# rel-L2 |e|/|O| of O_q (row sum from the quantized P) and its parts; exact-sum = O with the exact row sum\n");
@@ -506,7 +506,7 @@ static const char *k_usage =
     "--running-max-kmeans: the same, blocks in the V-Smooth plan's order\n"
     "    (vcattn_vsmooth_plan, default k-means: k = 64, 8 iterations).\n"
     "--block-max-kmeans: blocks in that order, each coded against the block-max scale\n"
-    "    of vsmooth-expcast-blockmax-8bit (max(block max, previous - d), d = min(1, 80/blocks)).\n"
+    "    of the split's ExpCast keys (max(block max, previous - d), d = min(1, 80/blocks)).\n"
     "--simulate: also the library's simulation with only p_format set (FP32 Q, K, V).\n";
 
 static int usage_error(const char *msg, const char *arg) {

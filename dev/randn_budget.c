@@ -61,14 +61,17 @@ int main(int argc, char **argv) {
     vcattn_kmeans_params_init(&kp);
     if (vcattn_vsmooth_plan(qkv[2], 1, H, S, D, p.v_stride, &kp, perm, NULL, NULL) != VCATTN_STATUS_SUCCESS) return 1;
 
-    static const char *names[] = {"sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit",
+    /* ExpCast block-max (a retired method) as the config it was: vsmooth-expcast-8bit's with
+     * the block-max P scale */
+    static const char *names[] = {"sage2-8bit", "vsmooth-8bit", "expcast-blockmax (config)", "vsmooth-blockmax-8bit",
                                   "vsmooth-split-blockmax-8bit"};
     for (int mi = 0; mi < 5; ++mi) {
         vcattn_method m;
-        vcattn_method_from_name(names[mi], &m);
+        vcattn_method_from_name(mi == 2 ? "vsmooth-expcast-8bit" : names[mi], &m);
         for (int var = 0; var < (mi >= 2 ? 3 : 1); ++var) {
             vcattn_method_config c;
             vcattn_method_config_get(m, &c);
+            if (mi == 2) c.p_scale = VCATTN_P_SCALE_BLOCK_MAX;
             const char *what = "";
             if (var == 1) { c.qk_format = VCATTN_QK_FORMAT_FP32; what = "qk=fp32"; }
             if (var == 2) { c.v_format = VCATTN_V_FORMAT_FP32; what = "v=fp32"; }

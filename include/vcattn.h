@@ -130,15 +130,11 @@ typedef enum vcattn_method {
     VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, /* vsmooth-8bit with P written by ExpCast */
     VCATTN_METHOD_SAGE3_4BIT,           /* SageAttention3 NVFP4 recipe */
     VCATTN_METHOD_VSMOOTH_4BIT,         /* sage3-4bit + V-Smooth NVFP4 residual */
-    VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT, /* vsmooth-expcast-8bit with a second, shallower
-                                                line for the underflow tail (row max at 448) */
-    VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, /* vsmooth-expcast-8bit with each block's P
-                                                    against its own max (VCATTN_P_SCALE_BLOCK_MAX) */
     VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT, /* vsmooth-8bit (exact exp2, E4M3 P) with each block's P
-                                            against its own max: the most faithful 8-bit method */
-    VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, /* the block-max scale with P split: keys 0-15
-                                                  and 32-47 of each block by the exp path, the
-                                                  rest by ExpCast, both centred on the top key */
+                                            against its own max; "most faithful" */
+    VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, /* the block-max scale with P split: a quarter of each
+                                                  block's keys by the exp path, the rest by ExpCast;
+                                                  "fast", the default (VCATTN_METHOD_DEFAULT) */
     VCATTN_METHOD_COUNT
 } vcattn_method;
 
@@ -523,12 +519,9 @@ void vcattn_free(void *ptr);
  * once (cudaMalloc) and reuses it.  Every failure is a vcattn_status; the
  * library never prints or exits.
  *
- * Methods: VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
- * VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
- * VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT,
- * VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT (the
- * contract is the CPU simulation's, vcattn_simulate_attention); anything else is
- * INVALID_ARGUMENT.
+ * Methods: those of vcattn_method_has_kernel - sage2-8bit, vsmooth-8bit,
+ * vsmooth-expcast-8bit, vsmooth-blockmax-8bit, vsmooth-split-blockmax-8bit (the contract is
+ * the CPU simulation's, vcattn_simulate_attention); anything else is INVALID_ARGUMENT.
  */
 
 typedef enum vcattn_gpu_dtype {

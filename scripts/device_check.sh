@@ -119,6 +119,10 @@ if has bench; then
                 timeout 120 "$DIR/gpu_bench" bench ${s//,/ } 5 2>&1 | sed "s/+exact/+exact$n/" | tee -a "$LOG" "$OUT/bench.txt"
         done
     done
+    # the kernel times vcattn.evaluate ranks by (copy into python/vcattn/data/ after review)
+    python3 scripts/kernel_speed.py "$OUT/bench.txt" --date "$(date +%F)" \
+        --device "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)" \
+        -o "$OUT/kernel_speed.json" 2>&1 | tee -a "$LOG"
     say "== summary (kernel alone and full call vs cuDNN, same run)"
     python3 - "$OUT/bench.txt" <<'PY' | tee -a "$LOG"
 import re, sys

@@ -3,6 +3,9 @@
  * from it, the kernel (src/cuda/attention/kernel.cu) its dispatch, api.cu its check, and
  * vcattn_method_has_kernel answers from it - Python reads that (vcattn.GPU_METHODS).
  *
+ * Retired methods live in git history and docs/kernel-log.md ("Methods retired"); their P
+ * formats stay in the simulation for the analyses (vcattn_research.h).
+ *
  * X(id, name, qk_format, qk_granularity, smooth_k, smooth_q, v_format, v_smooth, p_format,
  *   rowsum_from_quantized_p, p_scale, gpu_kernel)
  *
@@ -32,12 +35,6 @@
       VCATTN_V_FORMAT_NVFP4, 0, VCATTN_P_FORMAT_NVFP4, 0, VCATTN_P_SCALE_RUNNING_MAX, 0)                     \
     X(VCATTN_METHOD_VSMOOTH_4BIT, "vsmooth-4bit", VCATTN_QK_FORMAT_NVFP4, VCATTN_QK_GRANULARITY_BLOCK, 1, 1, \
       VCATTN_V_FORMAT_NVFP4, 1, VCATTN_P_FORMAT_NVFP4, 1, VCATTN_P_SCALE_RUNNING_MAX, 0)                     \
-    X(VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT, "vsmooth-expcast-tail-8bit", VCATTN_QK_FORMAT_INT8,           \
-      VCATTN_QK_GRANULARITY_THREAD, 1, 0, VCATTN_V_FORMAT_E4M3_PER_CHANNEL, 1, VCATTN_P_FORMAT_EXPCAST_TAIL, \
-      1, VCATTN_P_SCALE_RUNNING_MAX, 1)                                                                     \
-    X(VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, "vsmooth-expcast-blockmax-8bit", VCATTN_QK_FORMAT_INT8,   \
-      VCATTN_QK_GRANULARITY_THREAD, 1, 0, VCATTN_V_FORMAT_E4M3_PER_CHANNEL, 1, VCATTN_P_FORMAT_EXPCAST, 1,   \
-      VCATTN_P_SCALE_BLOCK_MAX, 1)                                                                          \
     X(VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT, "vsmooth-blockmax-8bit", VCATTN_QK_FORMAT_INT8,                   \
       VCATTN_QK_GRANULARITY_THREAD, 1, 0, VCATTN_V_FORMAT_E4M3_PER_CHANNEL, 1, VCATTN_P_FORMAT_E4M3, 1,      \
       VCATTN_P_SCALE_BLOCK_MAX, 1)                                                                          \

@@ -4,6 +4,7 @@
 
 #include "numerics.h"
 #include "test.h"
+#include "test_configs.h"
 #include "vcattn.h"
 #include "vcattn_research.h"
 
@@ -233,7 +234,7 @@ TEST(methods_are_accurate_and_budget_adds_up) {
     float *pqv = alloc_floats(n);
     /* Bounds from the measured ranges (VCATTN_TEST_MEASURE=1; seeds 1-200), in
      * method order fp8-naive, sage2-8bit, vsmooth-8bit, vsmooth-expcast-8bit,
-     * sage3-4bit, vsmooth-4bit (vsmooth-expcast-tail-8bit: see below):
+     * sage3-4bit, vsmooth-4bit (the expcast-tail config: see below):
      *   rel_l2       0.018-0.027  0.0076-0.0099  0.0066-0.0091  0.0070-0.0097  0.059-0.072  0.044-0.061
      *   max |dLSE|   0.20-0.42    0.0062-0.025   0.0088-0.021   0.017-0.026    0.094-0.38   0.13-0.37
      *   mean row TV  0.035-0.044  0.0121-0.0123  0.0121-0.0123  0.0135-0.0138  0.115-0.118  0.118-0.121
@@ -241,29 +242,28 @@ TEST(methods_are_accurate_and_budget_adds_up) {
      * (the max LSE error over 600 rows has a long tail: 0.44 for vsmooth-4bit on
      * seed 203).  Upper bounds ~1.5x the largest, lower bounds ~0.5x the smallest
      * (a method that silently stops quantizing fails them too).
-     * vsmooth-expcast-tail-8bit (seeds 1-40): rel_l2 0.0077-0.0104, row TV
+     * the expcast-tail config (seeds 1-40): rel_l2 0.0077-0.0104, row TV
      * 0.0143-0.0145, share 0.38-0.42; max |dLSE| <= 0.038 (seeds 1-20) with the
      * P scale 2^8.75 (0.042 with 448, the top code's value).
-     * vsmooth-expcast-blockmax-8bit (seeds 1-40): rel_l2 0.0067-0.0090, max |dLSE|
+     * the expcast-blockmax config (seeds 1-40): rel_l2 0.0067-0.0090, max |dLSE|
      * 0.015-0.023, row TV 0.0131-0.0134, share 0.50-0.55.
      * vsmooth-blockmax-8bit (seeds 1-40): rel_l2 0.0064-0.0086, max |dLSE| <= 0.017,
      * row TV 0.0118-0.0120, share 0.56-0.60.
      * vsmooth-split-blockmax-8bit (seeds 1-40): rel_l2 0.0067-0.0089, max |dLSE|
      * 0.016-0.022, row TV 0.0127-0.0129, share 0.51-0.56. */
-    const double max_rel_l2[VCATTN_METHOD_COUNT] = {0.04, 0.016, 0.014, 0.015, 0.11, 0.095, 0.016, 0.0135, 0.013,
-                                                    0.0135};
-    const double min_rel_l2[VCATTN_METHOD_COUNT] = {0.009, 0.004, 0.0035, 0.0035, 0.03, 0.023, 0.0038, 0.0033,
-                                                    0.0032, 0.0033};
-    const double max_tv[VCATTN_METHOD_COUNT] = {0.065, 0.019, 0.019, 0.021, 0.175, 0.18, 0.022, 0.02, 0.018, 0.019};
-    const double min_tv[VCATTN_METHOD_COUNT] = {0.018, 0.006, 0.006, 0.0068, 0.057, 0.059, 0.0071, 0.0065, 0.0059,
-                                                0.0062};
-    const double share_lo[VCATTN_METHOD_COUNT] = {0.035, 0.4, 0.38, 0.33, 0.065, 0.075, 0.19, 0.33, 0.37, 0.35};
-    const double share_hi[VCATTN_METHOD_COUNT] = {0.18, 0.75, 0.75, 0.7, 0.25, 0.28, 0.65, 0.75, 0.8, 0.78};
+    /* the methods in the library's order, then the two retired P paths (test_configs.h) */
+    enum { N_CFG = VCATTN_METHOD_COUNT + 2 };
+    const double max_rel_l2[N_CFG] = {0.04, 0.016, 0.014, 0.015, 0.11, 0.095, 0.013, 0.0135, 0.016, 0.0135};
+    const double min_rel_l2[N_CFG] = {0.009, 0.004, 0.0035, 0.0035, 0.03, 0.023, 0.0032, 0.0033, 0.0038, 0.0033};
+    const double max_tv[N_CFG] = {0.065, 0.019, 0.019, 0.021, 0.175, 0.18, 0.018, 0.019, 0.022, 0.02};
+    const double min_tv[N_CFG] = {0.018, 0.006, 0.006, 0.0068, 0.057, 0.059, 0.0059, 0.0062, 0.0071, 0.0065};
+    const double share_lo[N_CFG] = {0.035, 0.4, 0.38, 0.33, 0.065, 0.075, 0.37, 0.35, 0.19, 0.33};
+    const double share_hi[N_CFG] = {0.18, 0.75, 0.75, 0.7, 0.25, 0.28, 0.8, 0.78, 0.65, 0.75};
     /* unsmoothed E4M3 and NVFP4 scores carry percent-level errors of |s| ~ 3 */
-    const double max_lse_err[VCATTN_METHOD_COUNT] = {0.65, 0.04, 0.035, 0.04, 0.6, 0.6, 0.065, 0.035, 0.03, 0.033};
-    for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
+    const double max_lse_err[N_CFG] = {0.65, 0.04, 0.035, 0.04, 0.6, 0.6, 0.03, 0.033, 0.065, 0.035};
+    for (int m = 0; m < N_CFG; ++m) {
         vcattn_method_config cfg;
-        CHECK_STATUS(vcattn_method_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
+        CHECK_STATUS(test_config_get((vcattn_method)m, &cfg), VCATTN_STATUS_SUCCESS);
         vcattn_attention_params sim = params_of(&pr, pr.o2, pr.lse2);
         double tv[2 * 300];
         vcattn_sim_outputs extra = {pqv, tv, 1, NULL};
@@ -272,7 +272,7 @@ TEST(methods_are_accurate_and_budget_adds_up) {
         vcattn_error_budget eb;
         CHECK_STATUS(vcattn_fidelity_compare(pr.o, pr.o2, n, &f), VCATTN_STATUS_SUCCESS);
         CHECK_STATUS(vcattn_error_budget_compute(pr.o, pr.o2, pqv, n, &eb), VCATTN_STATUS_SUCCESS);
-        const char *name = vcattn_method_name((vcattn_method)m);
+        const char *name = test_config_name((vcattn_method)m);
         CHECK_MSG(f.rel_l2 > min_rel_l2[m] && f.rel_l2 < max_rel_l2[m], "%s: rel_l2 %g", name, f.rel_l2);
         CHECK_MSG(eb.value_share > share_lo[m] && eb.value_share < share_hi[m], "%s: value share %g", name,
                   eb.value_share);
@@ -305,7 +305,7 @@ TEST(vsmooth_reduces_value_error_on_offset_v) {
     const vcattn_method methods[2] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT};
     for (int m = 0; m < 2; ++m) {
         vcattn_method_config cfg;
-        vcattn_method_config_get(methods[m], &cfg);
+        test_config_get(methods[m], &cfg);
         vcattn_attention_params sim = params_of(&pr, pr.o2, NULL);
         vcattn_sim_outputs extra = {pqv, NULL, 1, NULL};
         CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, &extra), VCATTN_STATUS_SUCCESS);
@@ -330,7 +330,7 @@ TEST(expcast_close_to_exp_path) {
     const vcattn_method methods[2] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT};
     for (int m = 0; m < 2; ++m) {
         vcattn_method_config cfg;
-        vcattn_method_config_get(methods[m], &cfg);
+        test_config_get(methods[m], &cfg);
         vcattn_attention_params sim = params_of(&pr, pr.o2, NULL);
         CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
         vcattn_fidelity f;
@@ -436,7 +436,7 @@ TEST(attention_rejects_bad_input) {
      * 448, past what its descent bound allows in the FP16 restore (softmax_numerics.h) */
     pr.q[3] = 0.5f;
     vcattn_method_config bm;
-    CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, &bm), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(test_config_get(TEST_CONFIG_EXPCAST_BLOCKMAX, &bm), VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_simulate_attention(&p, &bm, NULL, NULL), VCATTN_STATUS_SUCCESS);
     bm.p_format = VCATTN_P_FORMAT_EXPCAST_TAIL;
     CHECK_STATUS(vcattn_simulate_attention(&p, &bm, NULL, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
@@ -769,7 +769,7 @@ TEST(vsmooth_mean_of_a_large_offset_channel_fits_fp16) {
     const vcattn_method methods[2] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT};
     for (int m = 0; m < 2; ++m) {
         vcattn_method_config cfg;
-        vcattn_method_config_get(methods[m], &cfg);
+        test_config_get(methods[m], &cfg);
         vcattn_attention_params sim = params_of(&pr, pr.o2, NULL);
         CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
         double chan_err = 0.0, other_err = 0.0, other_peak = 0.0;
@@ -785,13 +785,13 @@ TEST(vsmooth_mean_of_a_large_offset_channel_fits_fp16) {
             }
         if (getenv("VCATTN_TEST_MEASURE"))
             printf("    %s: offset channels %.3g relative, others %.3g of max\n",
-                   vcattn_method_name(methods[m]), chan_err, other_err / other_peak);
+                   test_config_name(methods[m]), chan_err, other_err / other_peak);
         /* measured (VCATTN_TEST_MEASURE=1, seeds 1-20 and the default): offset
          * channels <= 4.3e-7 relative (the float output's rounding), other
          * channels <= 0.048 of their max; without the guard the offset
          * channels are off by ~1 */
-        CHECK_MSG(chan_err < 1e-6, "%s: offset channels off by %g relative", vcattn_method_name(methods[m]), chan_err);
-        CHECK_MSG(other_err / other_peak < 0.08, "%s: other channels off by %g", vcattn_method_name(methods[m]),
+        CHECK_MSG(chan_err < 1e-6, "%s: offset channels off by %g relative", test_config_name(methods[m]), chan_err);
+        CHECK_MSG(other_err / other_peak < 0.08, "%s: other channels off by %g", test_config_name(methods[m]),
                   other_err / other_peak);
     }
     problem_free(&pr);
@@ -888,7 +888,7 @@ TEST(sampled_rows_packed_across_tiles) {
     const vcattn_method methods[3] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_SAGE3_4BIT};
     for (int mi = 0; mi < 3; ++mi) {
         vcattn_method_config cfg;
-        vcattn_method_config_get(methods[mi], &cfg);
+        test_config_get(methods[mi], &cfg);
         vcattn_attention_params full = params_of(&pr, pr.o2, pr.lse2);
         CHECK_STATUS(vcattn_simulate_attention(&full, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
         for (int threads = 1; threads <= 3; threads += 2) {
@@ -901,7 +901,7 @@ TEST(sampled_rows_packed_across_tiles) {
                 mismatches += memcmp(o_rows + i * D, pr.o2 + rows[i] * D, sizeof(float) * (size_t)D) != 0;
                 mismatches += memcmp(lse_rows + i, pr.lse2 + rows[i], sizeof(float)) != 0;
             }
-            CHECK_MSG(mismatches == 0, "%s, %d threads: %lld sampled outputs differ", vcattn_method_name(methods[mi]),
+            CHECK_MSG(mismatches == 0, "%s, %d threads: %lld sampled outputs differ", test_config_name(methods[mi]),
                       threads, (long long)mismatches);
         }
     }
@@ -960,7 +960,7 @@ static void errors_vs_exp_path(problem *pr, vcattn_method variant, double err[2]
     float *oexp = alloc_floats(n);
     for (int m = 0; m < 3; ++m) {
         vcattn_method_config cfg;
-        vcattn_method_config_get(methods[m], &cfg);
+        test_config_get(methods[m], &cfg);
         vcattn_attention_params sim = params_of(pr, m == 0 ? oexp : pr->o2, NULL);
         CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
         if (m == 0) continue;
@@ -975,7 +975,7 @@ static void errors_vs_exp_path(problem *pr, vcattn_method variant, double err[2]
  * already in pr->o (the FP64 reference). */
 static double sim_rel_l2_vs_o(problem *pr, vcattn_method method) {
     vcattn_method_config cfg;
-    vcattn_method_config_get(method, &cfg);
+    test_config_get(method, &cfg);
     vcattn_attention_params sim = params_of(pr, pr->o2, pr->lse2);
     CHECK_STATUS(vcattn_simulate_attention(&sim, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
     vcattn_fidelity f;
@@ -988,7 +988,7 @@ static double sim_rel_l2_vs_o(problem *pr, vcattn_method method) {
  * an octave of one another (V unrelated to the max key's).  Against the
  * running max ExpCast drops most of that mass; against each block's own max
  * (reached after a few blocks of 1-octave descent) it keeps it, so
- * vsmooth-expcast-blockmax-8bit stays much closer to the exact-exp path.
+ * the expcast-blockmax config stays much closer to the exact-exp path.
  * Key 0 alone is the max (its block's other keys are far too).
  * Also: a staircase of blocks 40 octaves apart (the descent bound engages:
  * the scale falls 1 per block, not 40) stays finite and as accurate as the
@@ -1007,7 +1007,7 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
         pr.k[j * D] = far_key_k0(gap);
     }
     double err[2];
-    errors_vs_exp_path(&pr, VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, err);
+    errors_vs_exp_path(&pr, TEST_CONFIG_EXPCAST_BLOCKMAX, err);
     if (measuring()) printf("    M vs exp path: expcast %.4g blockmax %.4g\n", err[0], err[1]);
     /* measured (seeds 1-30, d = 1 per block since the grouped restore): expcast 0.011-0.027,
      * blockmax 0.0006-0.0062, ratio 0.03-0.37 (the scale reaches a block's max only after as
@@ -1025,7 +1025,7 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
     double stair[4];
     int finite = 1;
     const vcattn_method stair_methods[4] = {VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT,
-                                            VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
+                                            TEST_CONFIG_EXPCAST_BLOCKMAX, VCATTN_METHOD_VSMOOTH_8BIT,
                                             VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT};
     for (int m = 0; m < 4; ++m) {
         stair[m] = sim_rel_l2_vs_o(&pr, stair_methods[m]);
@@ -1039,7 +1039,7 @@ TEST(expcast_blockmax_keeps_the_far_blocks) {
      * seeds 1-8) */
     for (int m = 0; m < 4; m += 2)
         CHECK_MSG(finite && stair[m + 1] < 1.1 * stair[m] + 1e-3, "staircase: finite %d %s rel_l2 %g (running max %g)",
-                  finite, vcattn_method_name(stair_methods[m + 1]), stair[m + 1], stair[m]);
+                  finite, test_config_name(stair_methods[m + 1]), stair[m + 1], stair[m]);
     problem_free(&pr);
 }
 
@@ -1064,7 +1064,7 @@ TEST(blockmax_grouped_restore_keeps_the_coefficients_in_fp16) {
     }
     vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
     CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
-    const vcattn_method methods[2] = {VCATTN_METHOD_VSMOOTH_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
+    const vcattn_method methods[2] = {VCATTN_METHOD_VSMOOTH_8BIT, TEST_CONFIG_EXPCAST_BLOCKMAX};
     double err[2];
     for (int m = 0; m < 2; ++m) err[m] = sim_rel_l2_vs_o(&pr, methods[m]);
     if (measuring()) printf("    M staircase of equal blocks: vsmooth-8bit %.4g blockmax %.4g\n", err[0], err[1]);
@@ -1087,12 +1087,12 @@ TEST(vsmooth_blockmax_is_the_most_faithful_on_gaussian_rows) {
     vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
     CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
     const vcattn_method others[3] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
-                                     VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT};
+                                     TEST_CONFIG_EXPCAST_BLOCKMAX};
     const double mine = sim_rel_l2_vs_o(&pr, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT);
     double best = INFINITY;
     for (int m = 0; m < 3; ++m) {
         const double e = sim_rel_l2_vs_o(&pr, others[m]);
-        if (measuring()) printf("    M %s %.5g\n", vcattn_method_name(others[m]), e);
+        if (measuring()) printf("    M %s %.5g\n", test_config_name(others[m]), e);
         best = fmin(best, e);
     }
     if (measuring()) printf("    M vsmooth-blockmax-8bit %.5g (ratio to the best other %.4g)\n", mine, mine / best);
@@ -1118,7 +1118,7 @@ TEST(split_sits_between_its_parents_on_gaussian_rows) {
     vcattn_attention_params ref = params_of(&pr, pr.o, NULL);
     CHECK_STATUS(vcattn_reference_attention(&ref), VCATTN_STATUS_SUCCESS);
     const double ee = sim_rel_l2_vs_o(&pr, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT);
-    const double ec = sim_rel_l2_vs_o(&pr, VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT);
+    const double ec = sim_rel_l2_vs_o(&pr, TEST_CONFIG_EXPCAST_BLOCKMAX);
     const double es = sim_rel_l2_vs_o(&pr, VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT);
     const double pos = (es * es - ee * ee) / (ec * ec - ee * ee);
     if (measuring()) printf("    M exp %.5g expcast %.5g split %.5g: position %.4g\n", ee, ec, es, pos);
@@ -1156,7 +1156,7 @@ TEST(split_parts_share_one_scale) {
  * long rows that hold real mass there, the dropped mass is a bias.  A row
  * whose first key is the max and whose other keys sit 13-19 octaves below it
  * (a few percent of the mass, V unrelated to the max key's): the tail line
- * keeps that mass, so vsmooth-expcast-tail-8bit stays much closer to the
+ * keeps that mass, so the expcast-tail config stays much closer to the
  * exact-exp path (same Q/K/V quantization) than vsmooth-expcast-8bit does.
  * Fails when the tail line is lost or cut too early. */
 TEST(expcast_tail_keeps_the_far_keys) {
@@ -1170,7 +1170,7 @@ TEST(expcast_tail_keeps_the_far_keys) {
         pr.k[j * D] = far_key_k0(gap);
     }
     double err[2];
-    errors_vs_exp_path(&pr, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT, err);
+    errors_vs_exp_path(&pr, TEST_CONFIG_EXPCAST_TAIL, err);
     if (measuring()) printf("    M vs exp path: expcast %.4g tail %.4g\n", err[0], err[1]);
     /* measured (seeds 1-5): expcast 0.0185-0.0195, tail 0.0009-0.0013 (ratio <= 0.07) */
     CHECK_MSG(err[0] > 0.01, "the far keys must carry mass ExpCast drops: %g", err[0]);

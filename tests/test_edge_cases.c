@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "test_configs.h"
 #include "vcattn.h"
 
 enum { EB = 1, EH = 2, ESQ = 130, ESKV = 200, ED = 64 };
@@ -239,7 +240,7 @@ TEST(expcast_large_scores_stay_finite) {
     vcattn_method_config e4m3, ec, tail;
     vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_8BIT, &e4m3);
     vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, &ec);
-    vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT, &tail);
+    test_config_get(TEST_CONFIG_EXPCAST_TAIL, &tail);
     p.o = o1;
     CHECK_STATUS(vcattn_simulate_attention(&p, &e4m3, NULL, NULL), VCATTN_STATUS_SUCCESS);
     const vcattn_method_config *cfgs[2] = {&ec, &tail};
@@ -264,7 +265,7 @@ TEST(nvfp4_methods_are_scale_invariant) {
     const int shifts[4] = {-40, -12, 14, 40};
     for (int mi = 0; mi < 2; ++mi) {
         vcattn_method_config cfg;
-        vcattn_method_config_get(ms[mi], &cfg);
+        test_config_get(ms[mi], &cfg);
         vcattn_attention_params p;
         vcattn_attention_params_init(&p, EB, EH, ESQ, ESKV, ED, base.q, base.k, base.v, o0);
         CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
@@ -279,7 +280,7 @@ TEST(nvfp4_methods_are_scale_invariant) {
             CHECK_STATUS(vcattn_simulate_attention(&p, &cfg, NULL, NULL), VCATTN_STATUS_SUCCESS);
             int64_t bad = 0;
             for (int64_t i = 0; i < nq; ++i) bad += (double)o1[i] != (double)o0[i] * s;
-            CHECK_MSG(bad == 0, "%s, 2^%d: %lld outputs not exactly scaled", vcattn_method_name(ms[mi]),
+            CHECK_MSG(bad == 0, "%s, 2^%d: %lld outputs not exactly scaled", test_config_name(ms[mi]),
                       shifts[si], (long long)bad);
         }
     }
@@ -326,12 +327,12 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     CHECK_STATUS(vcattn_gpu_output_status(&p, NULL, 0, NULL), VCATTN_STATUS_NULL_POINTER);
     CHECK_STATUS(ok, VCATTN_STATUS_SUCCESS);
     const vcattn_method ms[7] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
-                                 VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT,
-                                 VCATTN_METHOD_VSMOOTH_EXPCAST_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT,
+                                 VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, TEST_CONFIG_EXPCAST_TAIL,
+                                 TEST_CONFIG_EXPCAST_BLOCKMAX, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT,
                                  VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT};
     for (int i = 0; i < 7; ++i) {
         vcattn_method_config mc;
-        CHECK_STATUS(vcattn_method_config_get(ms[i], &mc), VCATTN_STATUS_SUCCESS);
+        CHECK_STATUS(test_config_get(ms[i], &mc), VCATTN_STATUS_SUCCESS);
         /* the split writes ExpCast codes for 3/4 of its keys: ExpCast's bound */
         const int expcast = mc.p_format == VCATTN_P_FORMAT_EXPCAST || mc.p_format == VCATTN_P_FORMAT_EXPCAST_TAIL ||
                             mc.p_format == VCATTN_P_FORMAT_SPLIT;

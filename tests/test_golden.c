@@ -19,6 +19,7 @@
 
 #include "numerics.h"
 #include "test.h"
+#include "test_configs.h"
 #include "vcattn.h"
 
 /* ---- hashing and the table ------------------------------------------------ */
@@ -262,19 +263,20 @@ static void golden_methods(const char *tag, int64_t B, int64_t H, int64_t Sq, in
     const int64_t no = B * H * Sq * D;
     float *o = (float *)malloc(sizeof(float) * (size_t)no), *pqv = (float *)malloc(sizeof(float) * (size_t)no);
     float *lse = (float *)malloc(sizeof(float) * (size_t)(B * H * Sq));
-    /* the shipped methods, then two configs a caller can build: ExpCast's P (plain and
-     * tail) with l from the FP32 exponentials instead of the quantized P (the P scale's
-     * value then enters l) */
-    for (int m = 0; m < VCATTN_METHOD_COUNT + 2; ++m) {
+    /* the shipped methods, then configs a caller can build: the retired methods' P paths
+     * (test_configs.h), and ExpCast's P (plain and tail) with l from the FP32 exponentials
+     * instead of the quantized P (the P scale's value then enters l) */
+    static const struct { const char *name; int base; int fp32_rowsum; } custom[4] = {
+        {"expcast-tail", VCATTN_METHOD_COUNT + 0, 0}, {"expcast-blockmax", VCATTN_METHOD_COUNT + 1, 0},
+        {"expcast-fp32-rowsum", VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, 1},
+        {"expcast-tail-fp32-rowsum", VCATTN_METHOD_COUNT + 0, 1}};
+    for (int m = 0; m < VCATTN_METHOD_COUNT + 4; ++m) {
         vcattn_method_config cfg;
-        const int custom = m >= VCATTN_METHOD_COUNT;
-        const vcattn_method base = !custom ? (vcattn_method)m
-                                   : m == VCATTN_METHOD_COUNT ? VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT
-                                                              : VCATTN_METHOD_VSMOOTH_EXPCAST_TAIL_8BIT;
-        CHECK_STATUS(vcattn_method_config_get(base, &cfg), VCATTN_STATUS_SUCCESS);
-        if (custom) cfg.rowsum_from_quantized_p = 0;
-        const char *mname = !custom ? vcattn_method_name(base)
-                            : m == VCATTN_METHOD_COUNT ? "expcast-fp32-rowsum" : "expcast-tail-fp32-rowsum";
+        const int c = m - VCATTN_METHOD_COUNT;
+        CHECK_STATUS(test_config_get(c < 0 ? (vcattn_method)m : (vcattn_method)custom[c].base, &cfg),
+                     VCATTN_STATUS_SUCCESS);
+        if (c >= 0 && custom[c].fp32_rowsum) cfg.rowsum_from_quantized_p = 0;
+        const char *mname = c < 0 ? vcattn_method_name((vcattn_method)m) : custom[c].name;
         vcattn_attention_params p;
         vcattn_attention_params_init(&p, B, H, Sq, Skv, D, pr.q, pr.k, pr.v, o);
         p.lse = lse;

@@ -39,8 +39,6 @@ static const char *k_eval_usage =
     "methods:\n"
     "  --methods a,b,...         from: fp8-naive, sage2-8bit, vsmooth-8bit,\n"
     "                            vsmooth-expcast-8bit, sage3-4bit, vsmooth-4bit,\n"
-    "                            vsmooth-expcast-tail-8bit,\n"
-    "                            vsmooth-expcast-blockmax-8bit,\n"
     "                            vsmooth-blockmax-8bit,\n"
     "                            vsmooth-split-blockmax-8bit (default: all)\n"
     "  --clusters K              k-means clusters for V-Smooth, 1..65536 (default 64)\n"

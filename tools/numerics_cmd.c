@@ -68,7 +68,7 @@ int vc_cmd_numerics(int argc, char **argv) {
     if ((st = vcattn_expcast_tail_measure(samples < 1000 ? samples : 1000, &tf))) return vc_cli_fail("expcast_tail_measure", st);
     vcattn_split_facts sf;
     if ((st = vcattn_split_measure(samples < 1000 ? samples : 1000, &sf))) return vc_cli_fail("split_measure", st);
-    /* the block-max scale (vsmooth-expcast-blockmax-8bit): its descent per block for
+    /* the block-max scale (the split's and vsmooth-blockmax-8bit's): its descent per block for
      * typical key counts and the bounds it keeps (softmax_numerics.h) */
     static const int64_t keys[5] = {8192, 9600, 32760, 75600, 118800};
     double bm_d[5], bm_alpha[5], bm_total[5], bm_coef[5];
@@ -119,12 +119,12 @@ int vc_cmd_numerics(int argc, char **argv) {
         printf("the underflow tail (keys u octaves below the row max):\n");
         printf("  %-42s %16s %26s\n", "P path", "zero below (oct)", "mass kept, u in [-20,-13]");
         const char *names[4] = {"exp path (FP32 exp2, max at 448)", "ExpCast (vsmooth-expcast-8bit)",
-                                "ExpCast-tail (vsmooth-expcast-tail-8bit)",
+                                "ExpCast-tail (a retired method's P)",
                                 "exp path, max at 256 (vsmooth-blockmax-8bit)"};
         for (int p = 0; p < 4; ++p)
             printf("  %-42s %16.2f %25.1f%%\n", names[p], tf.cut_octaves[p], 100.0 * tf.tail_mass_ratio[p]);
         printf("  tail line: h2 = bf16(h1 * %.10g + %.4g), code = max(h1, 128, h2) - 128\n", tf.slope, tf.offset);
-        printf("the block-max scale (vsmooth-expcast-blockmax-8bit, vsmooth-blockmax-8bit): m_n = max(blockmax_n, m_{n-1} - d),\n"
+        printf("the block-max scale (vsmooth-split-blockmax-8bit, vsmooth-blockmax-8bit): m_n = max(blockmax_n, m_{n-1} - d),\n"
                "  d = min(%.0f, %.0f / blocks) log2 units per 128-key block\n",
                (double)VC_BLOCKMAX_DESCENT, (double)VC_BLOCKMAX_TOTAL_DESCENT);
         printf("  %8s %10s %12s %22s %12s %26s\n", "keys", "d", "alpha <=", "fall over the row <=", "group floor",

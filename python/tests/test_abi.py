@@ -41,13 +41,12 @@ def test_method_config_layout():
     assert lib.vcattn_method_config_get(3, ctypes.byref(c)) == 0  # vsmooth-expcast-8bit
     assert (c.qk_format, c.qk_granularity, c.smooth_k, c.smooth_q, c.v_format, c.v_smooth, c.p_format,
             c.rowsum_from_quantized_p, c.p_scale) == (1, 1, 1, 0, 2, 1, 2, 1, 0)
-    assert lib.vcattn_method_config_get(7, ctypes.byref(c)) == 0  # vsmooth-expcast-blockmax-8bit
-    assert (c.p_format, c.p_scale) == (2, 1)
-    assert lib.vcattn_method_config_get(8, ctypes.byref(c)) == 0  # vsmooth-blockmax-8bit
+    assert lib.vcattn_method_config_get(6, ctypes.byref(c)) == 0  # vsmooth-blockmax-8bit
     assert (c.p_format, c.p_scale, c.v_smooth) == (1, 1, 1)
-    assert lib.vcattn_method_config_get(9, ctypes.byref(c)) == 0  # vsmooth-split-blockmax-8bit
+    assert lib.vcattn_method_config_get(7, ctypes.byref(c)) == 0  # vsmooth-split-blockmax-8bit
     assert (c.p_format, c.p_scale, c.v_smooth) == (5, 1, 1)
-    assert lib.vcattn_method_config_get(10, ctypes.byref(c)) != 0  # past the last method
+    assert lib.vcattn_method_config_get(8, ctypes.byref(c)) != 0  # past the last method
+    assert lib.vcattn_method_default() == 7 and lib.vcattn_method_has_kernel(7) == 1
 
 
 def test_status_strings_cover_every_status():

@@ -27,8 +27,8 @@ try:
 except ImportError:  # the CPU cases need no torch
     torch = None
 
-EIGHT_BIT = ["sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit",
-             "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit", "vsmooth-split-blockmax-8bit"]
+EIGHT_BIT = ["sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-blockmax-8bit",
+             "vsmooth-split-blockmax-8bit"]
 FOUR_BIT = ["sage3-4bit", "vsmooth-4bit"]
 
 HAVE_CUDA = bool(torch is not None and torch.cuda.is_available() and _gpu.available())

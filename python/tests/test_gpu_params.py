@@ -62,7 +62,7 @@ def test_launch_params_address_every_operand_as_torch_does(layout, kind):
     gen = torch.Generator().manual_seed(7)
     rng = np.random.default_rng(11)
     q, k, v, out = operands(layout, kind, gen)
-    p = _gpu.launch_params(q, k, v, out, layout, "vsmooth-expcast-blockmax-8bit", 0.1)
+    p = _gpu.launch_params(q, k, v, out, layout, "vsmooth-split-blockmax-8bit", 0.1)
     assert (p.batch, p.heads, p.seq_q, p.seq_kv, p.head_dim) == (B, H, SQ, SKV, D)
     assert p.softmax_scale == pytest.approx(0.1)
     assert p.input_dtype == p.output_dtype == _gpu._DTYPE_BF16

@@ -12,7 +12,7 @@ def test_collect_reports_every_method_and_the_default():
     r = info.collect()
     assert [m["name"] for m in r["methods"]] == vcattn.methods()
     assert r["default_method"] == vcattn.DEFAULT_METHOD
-    assert {m["name"] for m in r["methods"] if m["gpu_kernel"]} >= {"sage2-8bit", "vsmooth-expcast-tail-8bit"}
+    assert {m["name"] for m in r["methods"] if m["gpu_kernel"]} == set(vcattn.GPU_METHODS)
     assert set(r["integrations"]) == {"torch", "diffusers", "yunchang", "xfuser"}
     for i in r["integrations"].values():
         assert i["importable"] or i["why"]
@@ -29,4 +29,4 @@ def test_module_runs_and_json_parses():
     assert r["library"]["version"] == vcattn.library_version()
     text = subprocess.run([sys.executable, "-m", "vcattn.info"], capture_output=True, text=True, env=env,
                           check=True).stdout
-    assert "default method: " + vcattn.DEFAULT_METHOD in text and "vsmooth-expcast-tail-8bit" in text
+    assert "default method: " + vcattn.DEFAULT_METHOD in text and "vsmooth-blockmax-8bit" in text

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 
 from ._lib import VcattnError, has_symbol, load_library, library_path
-from ._methods import DEFAULT_METHOD, method_config, methods
+from ._methods import DEFAULT_METHOD, GPU_METHODS, method_config, methods
 from .core import PlanCache, attention, expcast_facts, fidelity, merge_attention, reference_attention
 from .integration import VcattnAttnProcessor, attention_with_lse, flash_attn_forward, install_wan_processors, patch_sdpa
 from .plan import Plan, Schedule, block_energy_share, cube_permutation, kmeans_plan
@@ -61,7 +61,7 @@ def library_info() -> dict:
 
 
 __all__ = ["VcattnError", "attention", "reference_attention", "fidelity", "merge_attention", "expcast_facts",
-           "methods", "method_config", "DEFAULT_METHOD", "Plan", "PlanCache", "Schedule", "kmeans_plan",
+           "methods", "method_config", "DEFAULT_METHOD", "GPU_METHODS", "Plan", "PlanCache", "Schedule", "kmeans_plan",
            "cube_permutation", "block_energy_share", "library_info", "library_version", "patch_sdpa",
            "attention_with_lse", "flash_attn_forward", "VcattnAttnProcessor", "install_wan_processors",
            "masks", "parallel", "diffusers", "UlyssesAttention", "RingAttention", "evaluate", "EvalReport", "capture"]

@@ -25,9 +25,10 @@ over the evaluated heads; the JSON objects carry the keys of docs/eval-json.md (
 ``evaluation``, ``device`` and ``recommended``).  Progress goes to stderr, one line per head
 with the elapsed time and an estimate of the time left.
 
-The recommendation: the fastest method with a Hopper kernel (``SPEED_RANKING``, the kernel
-times of docs/benchmarks.md, 2026-12-01, Wan 720p) whose overall PSNR is within
-``tolerance_db`` (default 0.5 dB) of the best evaluated kernel method.
+The recommendation: the fastest method with a Hopper kernel (``SPEED_RANKING``: the kernel
+times of ``vcattn/data/kernel_speed.json``, written from a device run by
+scripts/kernel_speed.py) whose overall PSNR is within ``tolerance_db`` (default 0.5 dB) of the
+best evaluated kernel method.
 """
 from __future__ import annotations
 
@@ -46,15 +47,23 @@ from .plan import DEFAULT_KMEANS, block_energy_share, cube_permutation
 
 __all__ = ["evaluate", "EvalReport", "SPEED_RANKING", "load_npy", "main"]
 
-# Fastest first: kernel ms at Wan 720p (1, 40, 75600, 128) on the H200, docs/benchmarks.md
-# (2026-12-01, session from 19:24: the vsmooth-blockmax-8bit run).  vsmooth-split-blockmax-8bit
-# was measured later (2026-12-02): 123.17 ms against vsmooth-expcast-blockmax-8bit's 117.88 in
-# that run, scaled to this table by that same-run ratio.
-SPEED_RANKING = ("vsmooth-expcast-8bit", "vsmooth-expcast-blockmax-8bit", "vsmooth-expcast-tail-8bit",
-                 "vsmooth-split-blockmax-8bit", "vsmooth-8bit", "vsmooth-blockmax-8bit", "sage2-8bit")
-KERNEL_MS_WAN720P = {"vsmooth-expcast-8bit": 120.13, "vsmooth-expcast-blockmax-8bit": 121.91,
-                     "vsmooth-expcast-tail-8bit": 123.40, "vsmooth-8bit": 129.79,
-                     "vsmooth-split-blockmax-8bit": 127.38, "vsmooth-blockmax-8bit": 131.24, "sage2-8bit": 135.57}
+
+def _kernel_speed():
+    """The kernel times the recommendation ranks by: data/kernel_speed.json, written from a device
+    run by scripts/kernel_speed.py (kernel alone at Wan 720p, one run, every kernel method)."""
+    import json
+    import os
+
+    with open(os.path.join(os.path.dirname(__file__), "data", "kernel_speed.json")) as f:
+        data = json.load(f)
+    data["kernel_ms"] = {m: ms for m, ms in data["kernel_ms"].items() if m in GPU_METHODS}
+    return data
+
+
+KERNEL_SPEED = _kernel_speed()
+# Fastest first: the kernel methods the data file times, then any it does not (unranked)
+SPEED_RANKING = tuple(sorted(KERNEL_SPEED["kernel_ms"], key=KERNEL_SPEED["kernel_ms"].get)) + tuple(
+    m for m in GPU_METHODS if m not in KERNEL_SPEED["kernel_ms"])
 DEFAULT_QUERY_ROWS = 512
 DEFAULT_TOLERANCE_DB = 0.5
 TV_STRIDE = 16
@@ -229,9 +238,11 @@ def _recommend(results, tolerance_db):
     top = inf(psnr[best])
     pick = next(m for m in ranked if inf(psnr[m]) >= top - tolerance_db)
     fmt = lambda p: "exact" if p is None else f"{p:.2f} dB"  # noqa: E731
-    why = (f"{pick} ({fmt(psnr[pick])}): the fastest kernel (docs/benchmarks.md 2026-12-01, Wan 720p: "
-           f"{KERNEL_MS_WAN720P[pick]:.1f} ms) within {tolerance_db:g} dB of the best kernel method "
-           f"{best} ({fmt(psnr[best])})")
+    ms = KERNEL_SPEED["kernel_ms"].get(pick)
+    timed = "untimed" if ms is None else f"{ms:.1f} ms"
+    why = (f"{pick} ({fmt(psnr[pick])}): the fastest kernel (H200, {KERNEL_SPEED['date']}, kernel alone at "
+           f"{tuple(KERNEL_SPEED['shape'])}: {timed}; vcattn/data/kernel_speed.json) within {tolerance_db:g} dB "
+           f"of the best kernel method {best} ({fmt(psnr[best])})")
     faster = [m for m in ranked[:ranked.index(pick)]]
     if faster:
         why += "; faster but further below: " + ", ".join(f"{m} {fmt(psnr[m])}" for m in faster)

@@ -50,8 +50,7 @@ import vcattn  # noqa: E402
 
 PRESETS = ("video-long-wan720p", "video-long-hunyuan720p", "video-9600")
 RANDN = "randn-8x8192"
-DEFAULT_METHODS = ("sage2-8bit", "vsmooth-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit",
-                   "vsmooth-expcast-blockmax-8bit", "vsmooth-blockmax-8bit", "vsmooth-split-blockmax-8bit")
+DEFAULT_METHODS = vcattn.GPU_METHODS
 OCT_BINS = 48
 LN2 = math.log(2.0)
 

@@ -11,8 +11,7 @@ q, k, v = make_qkv(rng, sq=160, skv=200)
 for gain in (1e3, 1e6, 1e8, 1e10, 1e15, 1e20, 1e30):
     tq, tk, tv = [torch.from_numpy(x).to(torch.bfloat16).cuda() for x in (q * np.float32(gain), k, v)]
     ref = vcattn.reference_attention(*[t.float().cpu().numpy() for t in (tq, tk, tv)])
-    for m in ("vsmooth-expcast-blockmax-8bit", "vsmooth-expcast-8bit", "vsmooth-expcast-tail-8bit", "vsmooth-8bit", "sage2-8bit",
-              "vsmooth-blockmax-8bit", "vsmooth-split-blockmax-8bit"):
+    for m in vcattn.GPU_METHODS:
         out, lse = vcattn.attention(tq, tk, tv, method=m, return_lse=True)
         o = out.float().cpu().numpy()
         bad = ~np.isfinite(o).all(axis=-1)

@@ -43,6 +43,8 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     /* V-Smooth methods: ones rows for r, and the mean restore on the tensor core */
     constexpr bool kVs = VC_PP_V_SMOOTH(PP);
     static_assert(VC_PP_V_SMOOTH(PP) == VC_PP_ROWSUM_QUANTIZED(PP), "the ones rows give r and l together");
+    static_assert(VC_PP_IS(PP, E4M3) || VC_PP_IS(PP, EXPCAST) || VC_PP_IS(PP, SPLIT),
+                  "the kernel writes E4M3 P by the exp path, ExpCast or the split");
 
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int bh = blockIdx.y, qtile = blockIdx.x, nkb = a.nkb;

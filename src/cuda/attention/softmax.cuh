@@ -10,11 +10,6 @@
  *     score (the bracket times 2^-24, clamped at code 0 by the saturation);
  *     the FP32 -> FP16x2 conversion rounds two brackets at once (FP16
  *     subnormals are spaced 2^-24) and one PRMT packs four codes;
- *   ExpCast with the tail line: the bracket + 128 (row max at code 126)
- *     rounded by the FP32 -> BF16x2 conversion (on [128, 256) BF16 has a unit
- *     in the last place of 1), one BF16x2 max clamps at code 0, and per pair
- *     one BF16x2 FMA gives the tail line from the converted pair and one more
- *     BF16x2 max takes the larger line;
  *   ExpCast against the block's own max (P_FORMAT_EXPCAST, P_SCALE_BLOCK_MAX): the
  *     ExpCast codes, with the scale m following the block's max down by at
  *     most d = min(1, 64 / blocks) log2 units per block (softmax_numerics.h, "the
@@ -34,8 +29,6 @@
 #include "numerics.h"
 #include "attention/restore.cuh"
 #include "ptx/cvt.cuh"
-
-#define VC_ATT_BF16X2_128 0x43004300u /* BF16 128.0 twice: code 0 of the tail line's biased bracket */
 
 /* Max of this thread's 32 INT32 scores of accumulator row g + 8 hh (columns
  * 8j + 2t + e; masked past nvalid with TAIL): a tree of 3-input maxima of
@@ -127,9 +120,8 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
      * scale the fma's terms by 2^-24 for the saturating form (a_s, bpre) */
     constexpr bool kSat = VC_PP_SATURATING_CODES(PP);
     const float a_s = kSat ? c8 * VC_EXPCAST_SAT_SCALE : c8; /* exact */
-    const float bpre = VC_PP_IS(PP, EXPCAST_TAIL) ? vc_expcast_tail_bias_pre(c8)
-                       : VC_PP_IS(PP, SPLIT)        ? vc_expcast_sat_bias_pre_at(a_s, VC_SPLIT_EXPCAST_CONST)
-                                                        : vc_expcast_sat_bias_pre(a_s);
+    const float bpre = VC_PP_IS(PP, SPLIT) ? vc_expcast_sat_bias_pre_at(a_s, VC_SPLIT_EXPCAST_CONST)
+                                           : vc_expcast_sat_bias_pre(a_s);
     const bool direct = DIRECT && c8 > VC_EXPCAST_MAGIC_MAX_A;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
@@ -150,7 +142,7 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
         alpha[hh] = m[hh] == -INFINITY ? 0.0f : ex2_approx(m[hh] - m_new);
         if (VC_PP_EXPCAST_CODES(PP)) {
             /* one fma after the max */
-            bias[hh] = kSat ? vc_expcast_sat_bias(bpre, m_new) : vc_expcast_bias(bpre, m_new);
+            bias[hh] = vc_expcast_sat_bias(bpre, m_new);
         } else {
             bias[hh] = -m_new;
         }
@@ -202,26 +194,6 @@ __device__ __forceinline__ void vc_att_softmax(const int32_t (&S)[64], float c, 
                         w[e] = vc_att_expcast_w<PP, TAIL, DIRECT>(S[idx[e]], col[e], a_s, bias[hh], c, m[hh], direct,
                                                                     nvalid);
                     P[kk][2 * i + hh] = prmt(cvt_f16x2(w[0], w[1]), cvt_f16x2(w[2], w[3]), 0x6420);
-                } else if (VC_PP_IS(PP, EXPCAST_TAIL)) {
-                    /* v = bracket + 128 (ONE FFMA per score); the BF16x2
-                     * conversion is the RNE of two brackets, the BF16x2 max
-                     * with 128 the clamp at code 0, and the low byte of each
-                     * half is line 1's code; one BF16x2 FMA and max add the
-                     * tail line: bit-identical to vc_expcast_tail_code_biased */
-                    float y[4];
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        y[e] = fmaf(c8, __int_as_float(S[idx[e]] + VC_EXPCAST_INT_MAGIC_BITS), bias[hh]);
-                        if (DIRECT && direct)
-                            y[e] = vc_expcast_bracket_direct(__fmul_rn((float)S[idx[e]], c), m[hh],
-                                                             VC_EXPCAST_TAIL_BIASED_CONST);
-                        if (TAIL && col[e] >= nvalid) y[e] = 0.0f; /* code 0 */
-                    }
-                    const uint32_t b01 = cvt_bf16x2(y[0], y[1]), b23 = cvt_bf16x2(y[2], y[3]);
-                    uint32_t h01 = max_bf16x2(b01, VC_ATT_BF16X2_128), h23 = max_bf16x2(b23, VC_ATT_BF16X2_128);
-                    h01 = max_bf16x2(h01, fma_bf16x2(b01, VC_EXPCAST_TAIL_SLOPE_BF16X2, VC_EXPCAST_TAIL_OFFSET_BF16X2));
-                    h23 = max_bf16x2(h23, fma_bf16x2(b23, VC_EXPCAST_TAIL_SLOPE_BF16X2, VC_EXPCAST_TAIL_OFFSET_BF16X2));
-                    P[kk][2 * i + hh] = prmt(h01, h23, 0x6420);
                 } else {
                     float p[4];
                     vc_att_exp_p4<TAIL, DIRECT>(S, idx, col, c, bias[hh], nvalid, p);
