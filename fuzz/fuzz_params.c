@@ -448,8 +448,9 @@ static void op_attention(rd *r) {
     check_attention_status(st0);
     REQUIRE(vcattn_attention_params_validate(NULL) == VCATTN_STATUS_NULL_POINTER);
     /* documented preconditions the harness can see directly */
-    if (!p->q || !p->k || !p->v || !p->o) REQUIRE(st0 == VCATTN_STATUS_NULL_POINTER);
-    else if (B <= 0 || H <= 0 || Sq <= 0 || Skv <= 0 || D <= 0) REQUIRE(st0 == VCATTN_STATUS_BAD_SHAPE);
+    /* a size of 0 (or less) first: an empty tensor's data pointer may well be NULL (params.c) */
+    if (B <= 0 || H <= 0 || Sq <= 0 || Skv <= 0 || D <= 0) REQUIRE(st0 == VCATTN_STATUS_BAD_SHAPE);
+    else if (!p->q || !p->k || !p->v || !p->o) REQUIRE(st0 == VCATTN_STATUS_NULL_POINTER);
     else if (D != 64 && D != 128) REQUIRE(st0 == VCATTN_STATUS_UNSUPPORTED_HEAD_DIM);
     if (p->num_threads < 0 || isnan(p->softmax_scale) || p->softmax_scale == INFINITY) REQUIRE(st0 != VCATTN_STATUS_SUCCESS);
     for (int t = 0; t < 3; ++t)
