@@ -17,6 +17,7 @@ Its ``v_smooth`` output is a 0-dim CPU bool tensor.
 Imported only when torch tensors reach vcattn (import vcattn never imports torch).
 No ``from __future__ import annotations`` here: torch.library reads the annotations.
 """
+import math
 from typing import Optional, Tuple
 
 import torch
@@ -43,7 +44,8 @@ def _bhs(x, layout):
 def _attention_impl(q: Tensor, k: Tensor, v: Tensor, perm: Optional[Tensor], v_smooth: Optional[Tensor],
                     layout: str, sm_scale: float, method: str, return_lse: bool, num_threads: int, strict: bool,
                     fallback: bool, head_exact: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
-    scale = sm_scale if sm_scale > 0 else None
+    # sm_scale: vcattn.attention resolves it; a direct call of the op may pass <= 0 (C's default)
+    scale = sm_scale if sm_scale > 0 else 1.0 / math.sqrt(q.shape[-1])
     # v_smooth (a CPU scalar from the plan op): 0 off, 1 on, 2 on with exact-P heads in head_exact
     state = 1 if v_smooth is None else int(v_smooth.item())
     on = state != 0
@@ -51,7 +53,7 @@ def _attention_impl(q: Tensor, k: Tensor, v: Tensor, perm: Optional[Tensor], v_s
     try:
         if q.device.type == "cpu":
             threads = _cpu.threads(None if num_threads < 0 else num_threads)
-            out, lse = _cpu.simulate(q, k, v, layout, sm_scale, return_lse, threads, method,
+            out, lse = _cpu.simulate(q, k, v, layout, scale, return_lse, threads, method,
                                      plan=None if perm is None else perm.numpy(), v_smooth=on,
                                      head_exact=None if exact is None else exact.numpy())
             out = _tensors.like(out, q)
@@ -125,14 +127,14 @@ def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int
     at = {_NO_STEP: None, _CACHE_STEP: CACHE_STEP}.get(step, step)
     b, h, s = _bhs(v, layout)
     shape = (b, h, s, v.shape[-1])
-    scale = sm_scale if sm_scale > 0 else None
+    scale = sm_scale if sm_scale > 0 else 1.0 / math.sqrt(q.shape[-1])
     exact = None
     if v.device.type == "cpu":
         op = _tensors.as_operand(v, layout)
         perm = p.resolve(shape, at, p.cpu_grouping(op))
         if perm is not None:
             def measure(pm):
-                prob = _cpu.Problem(q, k, v, layout, 0.0 if scale is None else scale, False, _cpu.threads(None))
+                prob = _cpu.Problem(q, k, v, layout, scale, False, _cpu.threads(None))
                 return _cpu.measure_recipes(prob.params, method, pm, prob.q.shape[2], p.policy_rows)
 
             perm, exact = p.apply_recipes(perm, method, measure)
@@ -194,8 +196,7 @@ def attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_thr
         if isinstance(plan, (Plan, LayerRef)):
             code = _NO_STEP if step is None else _CACHE_STEP if is_cache_step(step) else step
             source, key = (plan.handle, "") if isinstance(plan, Plan) else (plan.cache, repr(plan.key))
-            perm, v_smooth, head_exact = plan_op(q, k, v, source, key, code, layout, method,
-                                                 0.0 if sm_scale is None else float(sm_scale))
+            perm, v_smooth, head_exact = plan_op(q, k, v, source, key, code, layout, method, float(sm_scale))
         else:
             b, h, s = _bhs(v, layout)
             p = plan if _tensors.is_torch(plan) else torch.from_numpy(plan)
@@ -203,7 +204,7 @@ def attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_thr
                 raise ValueError(f"vcattn: a permutation plan must be an integer array of shape {(b, h, s)}, "
                                  f"got {p.dtype} {tuple(p.shape)}")
             perm = p.to(device=v.device, dtype=torch.int32).contiguous()
-    out, lse = attention_op(q, k, v, perm, v_smooth, layout, 0.0 if sm_scale is None else float(sm_scale), method,
+    out, lse = attention_op(q, k, v, perm, v_smooth, layout, float(sm_scale), method,
                             bool(return_lse), -1 if num_threads is None else int(num_threads), bool(strict),
                             bool(fallback), head_exact)
     return (out, lse) if return_lse else out

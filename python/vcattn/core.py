@@ -51,9 +51,11 @@ def _check_return_lse(return_lse):
     return bool(return_lse)
 
 
-def _check_scale(sm_scale):
+def _check_scale(sm_scale, head_dim):
+    """The softmax scale every path below receives: sm_scale, or None -> 1/sqrt(head_dim), the
+    same double C's default is (so passing it changes no bit)."""
     if sm_scale is None:
-        return 0.0  # C: <= 0 means 1/sqrt(head_dim)
+        return 1.0 / math.sqrt(head_dim)
     if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float, np.floating, np.integer)):
         raise TypeError(f"vcattn: sm_scale must be a float or None, got {type(sm_scale).__name__}")
     s = float(sm_scale)
@@ -172,16 +174,16 @@ def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads,
     library error (NaN input, ...) with exact attention and one warning instead of raising."""
     method_id(method)
     _check_plan_and_step(plan, step)
-    scale = _check_scale(sm_scale)
     threads = _check_threads(num_threads)
     return_lse = _check_return_lse(return_lse)
-    kind, (b, h, sq, skv, _) = _check_qkv(q, k, v, layout)
+    kind, (b, h, sq, skv, d) = _check_qkv(q, k, v, layout)
+    scale = _check_scale(sm_scale, d)  # resolved once: the paths below take this float
     if attn_mask is not None:
         lens = masks.lengths(attn_mask, b, h, sq, skv)
         if isinstance(lens, str):
             raise ValueError(f"vcattn: {lens}")
         if not lens.full(sq, skv):
-            return _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict,
+            return _call_lengths(q, k, v, layout, scale, return_lse, plan, step, method, num_threads, strict,
                                  fallback, lens)
     if isinstance(plan, np.ndarray) or _tensors.is_torch(plan):
         check_permutation(plan, (b, h, skv))
@@ -189,10 +191,10 @@ def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads,
         from . import _ops  # torch is imported only once torch tensors show up
 
         if _tensors.compiling():
-            return _ops.attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, threads, strict,
+            return _ops.attention(q, k, v, layout, scale, return_lse, plan, step, method, threads, strict,
                                   fallback)
         try:
-            return _ops.attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, threads, strict,
+            return _ops.attention(q, k, v, layout, scale, return_lse, plan, step, method, threads, strict,
                                   fallback)
         except VcattnError as e:
             raise _explain(e, q, k, v, layout) from None
@@ -205,7 +207,7 @@ def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads,
         if not fallback:
             raise e from None
         warn_once(("error", e.status_name), f"vcattn: {e}; such calls use exact attention instead")
-        return _fallback.attention(q, k, v, layout, sm_scale, return_lse)
+        return _fallback.attention(q, k, v, layout, scale, return_lse)
     return _finish(out, lse, q, return_lse)
 
 
@@ -254,10 +256,10 @@ def reference_attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, retu
 
     Same arguments and results as ``attention`` minus method / plan; torch CUDA tensors are
     copied to the CPU and the result copied back."""
-    scale = _check_scale(sm_scale)
     threads = _cpu.threads(_check_threads(num_threads))
     return_lse = _check_return_lse(return_lse)
-    kind, _ = _check_qkv(q, k, v, tensor_layout, "vcattn.reference_attention")
+    kind, (_, _, _, _, d) = _check_qkv(q, k, v, tensor_layout, "vcattn.reference_attention")
+    scale = _check_scale(sm_scale, d)
     dev = None
     if kind == "torch" and q.device.type != "cpu":
         dev = q.device

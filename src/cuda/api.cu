@@ -249,10 +249,9 @@ static vcattn_gpu_params vc_batch_params(const vcattn_gpu_params *p, int64_t b, 
     return one;
 }
 
-extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *ws, size_t ws_bytes, void *stream) {
-    vcattn_gpu_layout L;
-    vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
-    if (s) return s;
+/* The preprocessing of validated params p over workspace ws laid out as L. */
+static vcattn_status vc_preprocess(const vcattn_gpu_params *p, void *ws, const vcattn_gpu_layout &L, void *stream) {
+    vcattn_status s;
     uint8_t *w = (uint8_t *)ws;
     cudaStream_t st = (cudaStream_t)stream;
     /* the kernel's non-finite-output flag, fresh for this call (same stream: ordered) */
@@ -336,11 +335,9 @@ static vcattn_status vc_clear_rows(const vcattn_gpu_params *p, int64_t b, int64_
     return VCATTN_STATUS_SUCCESS;
 }
 
-extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *ws, size_t ws_bytes,
-                                                     void *stream) {
-    vcattn_gpu_layout L;
-    vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
-    if (s) return s;
+/* The attention kernels of validated params p over workspace ws laid out as L. */
+static vcattn_status vc_attention(const vcattn_gpu_params *p, void *ws, const vcattn_gpu_layout &L, void *stream) {
+    vcattn_status s;
     uint8_t *w = (uint8_t *)ws;
     cudaStream_t st = (cudaStream_t)stream;
     unsigned *flag = (unsigned *)(w + L.output_flag);
@@ -389,8 +386,24 @@ extern "C" vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, co
     return flag ? VCATTN_STATUS_OUTPUT_NOT_FINITE : VCATTN_STATUS_SUCCESS;
 }
 
+extern "C" vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *ws, size_t ws_bytes, void *stream) {
+    vcattn_gpu_layout L;
+    vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
+    return s ? s : vc_preprocess(p, ws, L, stream);
+}
+
+extern "C" vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *ws, size_t ws_bytes,
+                                                     void *stream) {
+    vcattn_gpu_layout L;
+    vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
+    return s ? s : vc_attention(p, ws, L, stream);
+}
+
+/* the params checked once for both halves */
 extern "C" vcattn_status vcattn_gpu_attention(const vcattn_gpu_params *p, void *ws, size_t ws_bytes, void *stream) {
-    vcattn_status s = vcattn_gpu_preprocess(p, ws, ws_bytes, stream);
+    vcattn_gpu_layout L;
+    vcattn_status s = vc_begin(p, ws, ws_bytes, &L);
     if (s) return s;
-    return vcattn_gpu_attention_kernel(p, ws, ws_bytes, stream);
+    if ((s = vc_preprocess(p, ws, L, stream))) return s;
+    return vc_attention(p, ws, L, stream);
 }
