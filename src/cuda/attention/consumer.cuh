@@ -7,9 +7,9 @@
 #include "attention/layout.cuh"
 
 struct vc_att_consumer {
-    float O[64];       /* output accumulator: rows g, g + 8 of the warp's 16, columns 8j + 2t + e */
+    float O[VC_ATT_O_REGS]; /* output accumulator: rows g, g + 8 of the warp's 16, columns 8j + 2t + e */
     float acc[68];     /* one block's P V (+ the restore), columns 128..135: r partials */
-    int32_t S[64];     /* one block's scores */
+    int32_t S[VC_ATT_S_REGS]; /* one block's scores */
     uint32_t PA[4][4]; /* P of the block in flight, E4M3 A fragments */
     /* A operand of the restore: thread t's partial alpha r_t of the block
      * folded last (its 32 keys: accumulator columns 128 + 2t, 129 + 2t), as

@@ -1,6 +1,7 @@
 /* kernel.cu - the attention kernel: wires the roles and barriers of one CTA
  * (layout.cuh), and the host launch.
  *
+ *   tile.cuh      the tile's shape (rows, consumer warpgroups, key block), named once
  *   producer.cuh  warpgroup 0: TMA rings (Q, K + K scales, V^T + means)
  *   mainloop.cuh  warpgroups 1, 2: S and P V issue, fold, ping-pong
  *   softmax.cuh   row max, exp path, ExpCast
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 
     /* ================= consumers ================= */
     setmaxnreg_inc<240>();
-    const int cw = wg - 1; /* consumer index: rows cw*64 .. cw*64+63 of the tile */
+    const int cw = wg - 1; /* consumer index: rows cw*64 .. cw*64+63 of the tile (VC_ATT_WG_ROWS) */
     const int g = lane / 4, t = lane % 4;
     const int qblk = qtile * 2 + cw;
     const float qs = a.q_scale[((int64_t)bh * (a.sq_pad / 64) + qblk) * 32 + warp * 8 + g];
@@ -88,7 +89,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 
     vc_att_consumer cs;
 #pragma unroll
-    for (int i = 0; i < 64; ++i) { cs.O[i] = 0.0f; cs.S[i] = 0; }
+    for (int i = 0; i < VC_ATT_O_REGS; ++i) { cs.O[i] = 0.0f; cs.S[i] = 0; }
 #pragma unroll
     for (int i = 0; i < 68; ++i) cs.acc[i] = 0.0f;
 #pragma unroll
@@ -102,17 +103,17 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
         cs.l[hh] = cs.alpha[hh] = cs.lsum[hh] = 0.0f;
     }
 
-    const vc_att_descs d = {wgmma_desc_sw128(sQ + cw * 8192), wgmma_desc_sw128(sK), wgmma_desc_sw128(sV),
+    const vc_att_descs d = {wgmma_desc_sw128(sQ + cw * VC_ATT_WG_Q_BYTES), wgmma_desc_sw128(sK), wgmma_desc_sw128(sV),
                             wgmma_desc_noswizzle(sMU, VC_ATT_MU_SLOT, 128)}; /* K step: restore.cuh */
     mbarrier_wait(b.q_full, 0);
-    if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, 256); /* WG1 goes first */
+    if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, VC_ATT_CONSUMER_THREADS); /* WG1 goes first */
 
     vc_att_mainloop<PP, DIRECT>(cs, b, d, smem, sks, cq, cw, nkb, tail_valid, t, a.bm_descent);
 
     /* the thread's rows from a fresh read of %tid.x: keeping warp / g live
      * through the loop cost a spill (ptxas -v) */
     const uint32_t u = read_tid_x() - 128; /* = 128 cw + 32 warp + lane */
-    const int row0 = (int)((u >> 7) * 64 + ((u >> 5) & 3) * 16 + ((u & 31) >> 2)); /* cw*64 + warp*16 + g */
+    const int row0 = (int)((u >> 7) * VC_ATT_WG_ROWS + ((u >> 5) & 3) * 16 + ((u & 31) >> 2)); /* cw*64 + warp*16 + g */
     /* l: sage2 sums the quad's partials (epilogue.cuh); the V-Smooth modes hold the row's l */
     vc_store_rows<PP, OutT>(a, cs.O, cs.l, cs.m, bh, qtile * VC_TILE_Q + row0, t);
 }

@@ -20,11 +20,11 @@
  *                 turn to the next (restore.cuh; in registers they spilled)
  *   mbarriers */
 #pragma once
+#include "attention/tile.cuh" /* the tile's shape: VC_ATT_THREADS, VC_ATT_Q_BYTES, ... */
 #include "numerics.h"
 
-#define VC_ATT_THREADS 384
 #define VC_ATT_STAGES 4
-#define VC_ATT_K_BYTES 16384                 /* 128 keys x 128 B */
+#define VC_ATT_K_BYTES (VC_BLOCK_K * VC_GPU_DPAD) /* 128 keys x 128 B */
 #define VC_ATT_V_BYTES 17408                 /* V^T: 136 rows x 128 B (8 rows of ones), 1024-B aligned */
 #define VC_ATT_MU_BYTES 2048                 /* a block's means: 128 channels x 16 B */
 #define VC_ATT_MU_SLOT 2176                  /* + 8 zero rows: B rows 128..135 of the n136 restore */
@@ -33,12 +33,12 @@
 #define VC_ATT_MU_GROUP_SLOTS 4u             /* 4 group slots of 2 x 2176 B (a group's means) */
 #define VC_ATT_KEEP_BYTES 32                 /* per consumer thread: 4 pending coefficients, G[2] */
 #define VC_ATT_OFF_Q 0
-#define VC_ATT_OFF_K 16384
+#define VC_ATT_OFF_K VC_ATT_Q_BYTES
 #define VC_ATT_OFF_V (VC_ATT_OFF_K + VC_ATT_STAGES * VC_ATT_K_BYTES)
 #define VC_ATT_OFF_MU (VC_ATT_OFF_V + VC_ATT_STAGES * VC_ATT_V_BYTES)
 #define VC_ATT_OFF_KS (VC_ATT_OFF_MU + VC_ATT_MU_SLOTS * VC_ATT_MU_SLOT) /* 4 K scales per stage */
 #define VC_ATT_OFF_KEEP (VC_ATT_OFF_KS + VC_ATT_STAGES * 16) /* VC_ATT_KEEP_BYTES per consumer thread */
-#define VC_ATT_OFF_BAR (VC_ATT_OFF_KEEP + 256 * VC_ATT_KEEP_BYTES)
+#define VC_ATT_OFF_BAR (VC_ATT_OFF_KEEP + VC_ATT_CONSUMER_THREADS * VC_ATT_KEEP_BYTES)
 #define VC_ATT_SMEM (VC_ATT_OFF_BAR + 256 + 1024)
 /* Ring stage and mbarrier phase parity of key block kb (any STAGES: a
  * power of two compiles to a mask and a shift) */

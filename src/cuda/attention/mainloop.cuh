@@ -54,7 +54,7 @@ __device__ __forceinline__ void vc_att_issue_pv(vc_att_consumer &cs, const vc_at
 
 __device__ __forceinline__ void vc_att_fence_s(vc_att_consumer &cs) {
 #pragma unroll
-    for (int i = 0; i < 64; ++i) wgmma_fence_operand(cs.S[i]);
+    for (int i = 0; i < VC_ATT_S_REGS; ++i) wgmma_fence_operand(cs.S[i]);
 }
 __device__ __forceinline__ void vc_att_fence_acc(vc_att_consumer &cs) {
 #pragma unroll
@@ -91,13 +91,13 @@ __device__ __forceinline__ void vc_att_fold(vc_att_consumer &cs, uint64_t *empty
 /* Ping-pong.  Barrier ids as immediates (a warp-uniform branch): held in a
  * register, the id was spilled and its reload sat right before the barrier. */
 __device__ __forceinline__ void vc_att_begin_turn(int cw) {
-    if (cw == 0) named_barrier_sync(VC_ATT_BAR_WG0, 256);
-    else named_barrier_sync(VC_ATT_BAR_WG0 + 1, 256);
+    if (cw == 0) named_barrier_sync(VC_ATT_BAR_WG0, VC_ATT_CONSUMER_THREADS);
+    else named_barrier_sync(VC_ATT_BAR_WG0 + 1, VC_ATT_CONSUMER_THREADS);
     wgmma_fence();
 }
 __device__ __forceinline__ void vc_att_end_issue(int cw) {
-    if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, 256);
-    else named_barrier_arrive(VC_ATT_BAR_WG0, 256);
+    if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, VC_ATT_CONSUMER_THREADS);
+    else named_barrier_arrive(VC_ATT_BAR_WG0, VC_ATT_CONSUMER_THREADS);
 }
 
 /* Right after this turn's issue, while its own P V waits behind the other
@@ -188,7 +188,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         vc_att_issue_pv<kVs>(cs, d, pst);
         if (kVs) vc_att_issue_restore(cs, d.mu0, mst, nkb >= 2);
         wgmma_commit();
-        if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, 256);
+        if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, VC_ATT_CONSUMER_THREADS);
         wgmma_wait<0>();
         vc_att_fence_acc(cs);
         __syncwarp();

@@ -25,7 +25,7 @@ __device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_
         tma_prefetch_desc(&maps.q);
         tma_prefetch_desc(&maps.k);
         const float *kscale = a.k_scale + (int64_t)bh * nkb * 4;
-        mbarrier_arrive_expect_tx(b.q_full, 128 * 128);
+        mbarrier_arrive_expect_tx(b.q_full, VC_ATT_Q_BYTES);
         tma_load_2d(sQ, &maps.q, b.q_full, 0, bh * a.sq_pad + qtile * VC_TILE_Q);
         for (int kb = 0; kb < nkb; ++kb) {
             const int st = (int)VC_ATT_STAGE(kb);

@@ -45,7 +45,7 @@ __device__ __forceinline__ void vc_att_restore_init(uint8_t *sV, uint8_t *sMU, i
 /* The pending coefficients of the grouped restore (and the block-max group
  * floor's G): zero before turn 0.  All threads. */
 __device__ __forceinline__ void vc_att_keep_init(uint8_t *smem, int tid) {
-    for (int i = tid; i < 256 * VC_ATT_KEEP_BYTES / 4; i += VC_ATT_THREADS)
+    for (int i = tid; i < VC_ATT_CONSUMER_THREADS * VC_ATT_KEEP_BYTES / 4; i += VC_ATT_THREADS)
         reinterpret_cast<float *>(smem + VC_ATT_OFF_KEEP)[i] = 0.0f;
 }
 

@@ -1,0 +1,23 @@
+/* tile.cuh - the attention tile's shape, named once (as FlashAttention-3's tile_size.h):
+ * the query rows of a CTA (VC_TILE_Q, shared with the simulation in tiling.h), split over
+ * VC_ATT_CONSUMERS consumer warpgroups of VC_ATT_WG_ROWS rows (one wgmma M each, taking
+ * turns on the tensor cores), against key blocks of VC_BLOCK_K keys (the wgmma N of S)
+ * and VC_GPU_DPAD channels.  Everything of the kernel that follows from the shape - thread
+ * counts, the Q tile's bytes, a consumer's accumulator registers, the barrier counts - is
+ * derived here; layout.cuh derives the shared-memory map from these. */
+#pragma once
+#include "gpu_common.cuh" /* VC_GPU_DPAD; tiling.h: VC_TILE_Q, VC_BLOCK_K */
+
+#define VC_ATT_CONSUMERS 2 /* consumer warpgroups (ping-pong) */
+#define VC_ATT_WG_ROWS 64  /* query rows per consumer warpgroup: one m64 wgmma */
+#define VC_ATT_WG_THREADS 128
+#define VC_ATT_CONSUMER_THREADS (VC_ATT_CONSUMERS * VC_ATT_WG_THREADS)
+#define VC_ATT_THREADS (VC_ATT_WG_THREADS + VC_ATT_CONSUMER_THREADS) /* + the producer warpgroup */
+#define VC_ATT_Q_BYTES (VC_TILE_Q * VC_GPU_DPAD)                      /* the Q tile, INT8 codes */
+#define VC_ATT_WG_Q_BYTES (VC_ATT_WG_ROWS * VC_GPU_DPAD)              /* one consumer's rows of it */
+/* one consumer thread's share of an m64 accumulator: S (N = VC_BLOCK_K) and O (N = D) */
+#define VC_ATT_S_REGS (VC_ATT_WG_ROWS * VC_BLOCK_K / VC_ATT_WG_THREADS)
+#define VC_ATT_O_REGS (VC_ATT_WG_ROWS * VC_GPU_DPAD / VC_ATT_WG_THREADS)
+
+static_assert(VC_TILE_Q == VC_ATT_CONSUMERS * VC_ATT_WG_ROWS, "the tile's rows are the consumers' rows");
+static_assert(VC_ATT_S_REGS == 64 && VC_ATT_O_REGS == 64, "the softmax and the fold are written for 64 + 64");
