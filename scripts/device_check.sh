@@ -12,6 +12,9 @@
 #           over k-means seeds, with its head recipes (tests/gpu/head_fidelity.py)
 #       python: the Python package's tests on CUDA tensors (issue 5); test_diffusers.py
 #           too when pydeps/ is there
+#       diag (not in the default list): the kernel with the softmax stubbed (tensor cores alone)
+#           and with no wgmma (softmax alone), built here with -DVCATTN_ATT_DIAG=1/2, timed beside
+#           the product build at Wan 720p (VC_DIAG_SHAPE, VC_DIAG_METHODS) -> $OUT/diag.txt
 #       masked (not in the default list): HunyuanVideo-1.5's padded joint attention at 720p
 #           (tests/gpu/masked_bench.py -> $OUT/masked_bench.json; VC_MASKED_ARGS for its options)
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
@@ -165,6 +168,20 @@ if has python; then
     pp=python; [ -d pydeps/diffusers ] && pp=python:pydeps
     VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=$pp timeout 300 \
         python3 -m pytest -q python/tests 2>&1 | tee -a "$LOG" | tail -15; [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+fi
+if has diag; then
+    say "== diag: tensor cores alone (softmax stubbed) and softmax alone (no wgmma) vs the product kernel"
+    for n in 1 2; do
+        cmake -S . -B build-diag$n -DCMAKE_BUILD_TYPE=Release -DVCATTN_ATT_DIAG=$n >> "$LOG" 2>&1 &&
+            cmake --build build-diag$n -j16 --target gpu_bench >> "$LOG" 2>&1 || { say "diag $n: BUILD FAILED"; RC=1; }
+    done
+    dshape=${VC_DIAG_SHAPE:-"1 40 75600 75600 128"}
+    for bin in "$DIR/gpu_bench" build-diag1/gpu_bench build-diag2/gpu_bench; do
+        [ -x "$bin" ] || continue
+        say "-- $bin"
+        VC_BENCH_METHODS=${VC_DIAG_METHODS:-vsmooth-split-blockmax-8bit,sage2-8bit} timeout 120 "$bin" bench $dshape 5 \
+            2>&1 | tee -a "$LOG" "$OUT/diag.txt"
+    done
 fi
 if has masked; then
     say "== masked: HunyuanVideo-1.5's padded joint attention, vcattn vs masked SDPA vs cuDNN on the valid keys"

@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 68; ++i) cs.acc[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 16; ++i) cs.PA[i / 4][i % 4] = 0;
+    for (int i = 0; i < 16; ++i) cs.PA[i / 4][i % 4] = VC_ATT_DIAG == 1 ? 0x38383838u : 0u; /* diag 1: P = 1 */
 #pragma unroll
     for (int i = 0; i < 4; ++i) cs.RA[i] = 0u;
 #pragma unroll

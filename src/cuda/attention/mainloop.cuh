@@ -32,6 +32,7 @@ struct vc_att_descs {
 };
 
 __device__ __forceinline__ void vc_att_issue_s(vc_att_consumer &cs, const vc_att_descs &d, unsigned st) {
+    if (VC_ATT_DIAG == 2) return;
     const uint64_t desc_k = d.k0 + st * (VC_ATT_K_BYTES >> 4);
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
@@ -42,6 +43,14 @@ __device__ __forceinline__ void vc_att_issue_s(vc_att_consumer &cs, const vc_att
  * rows give r) */
 template <bool V_SMOOTH>
 __device__ __forceinline__ void vc_att_issue_pv(vc_att_consumer &cs, const vc_att_descs &d, unsigned pst) {
+    if (VC_ATT_DIAG == 2) {
+        /* the softmax's output, used: nothing consumes P without the product */
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) asm volatile("" ::"r"(cs.PA[kk][j]));
+        return;
+    }
     const uint64_t desc_v = d.v0 + pst * (VC_ATT_V_BYTES >> 4);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -121,15 +130,17 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<PP, true, DIRECT>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA, cs.rprev,
-                                   kb, nkb, G, smem);
+        if (VC_ATT_DIAG != 1)
+            vc_att_softmax<PP, true, DIRECT>(cs.S, c, tail_valid, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
+                                             cs.rprev, kb, nkb, G, smem);
     } else {
         wgmma_wait<0>();
         vc_att_fence_s(cs);
         __syncwarp();
         if (elect_one_sync()) mbarrier_arrive(&b.empty_k[st]);
-        vc_att_softmax<PP, false, DIRECT>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
-                                    cs.rprev, kb, nkb, G, smem);
+        if (VC_ATT_DIAG != 1)
+            vc_att_softmax<PP, false, DIRECT>(cs.S, c, VC_BLOCK_K, t, cs.m, cs.alpha, cs.lsum, a_descent, cs.PA, cs.RA,
+                                              cs.rprev, kb, nkb, G, smem);
     }
 }
 

@@ -8,6 +8,15 @@
 #pragma once
 #include "gpu_common.cuh" /* VC_GPU_DPAD; tiling.h: VC_TILE_Q, VC_BLOCK_K */
 
+/* VC_ATT_DIAG (CMake -DVCATTN_ATT_DIAG=N, never in a product build): 1 = the tensor cores
+ * alone (the softmax stubbed: P stays a constant, no max, no exponentials), 2 = the softmax
+ * alone (no wgmma issued: S and the accumulators are opaque values, P kept alive).  Timed by
+ * scripts/device_check.sh diag: it separates "tensor idle" from "tensor slower than its rate"
+ * (docs/kernel-log.md).  Outputs are garbage in both. */
+#ifndef VC_ATT_DIAG
+#define VC_ATT_DIAG 0
+#endif
+
 #define VC_ATT_CONSUMERS 2 /* consumer warpgroups (ping-pong) */
 #define VC_ATT_WG_ROWS 64  /* query rows per consumer warpgroup: one m64 wgmma */
 #define VC_ATT_WG_THREADS 128
