@@ -229,24 +229,37 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 
-/* Batch element b's own problem: batch 1, its valid rows and keys, views into p's tensors; its
- * permutation and LSE in its workspace region (contiguous (1, H, len)). */
-static vcattn_gpu_params vc_batch_params(const vcattn_gpu_params *p, int64_t b, int64_t lq, int64_t lk,
-                                         uint8_t *region, const vc_len_regions &R) {
+/* Batch element b's own problem (with valid lengths): batch 1, its valid rows and keys, views
+ * into p's tensors; its permutation and LSE in its workspace region (contiguous (1, H, len)),
+ * the region's layout.  lq = 0: nothing to run (no valid row, or no key). */
+typedef struct vc_batch_problem {
+    int64_t lq, lk;
+    uint8_t *region;
+    vcattn_gpu_params p;
+    vcattn_gpu_layout L;
+} vc_batch_problem;
+
+static vcattn_status vc_batch_at(const vcattn_gpu_params *p, int64_t b, uint8_t *w, const vc_len_regions &R,
+                                 vc_batch_problem *e) {
     const int64_t esz = 2; /* BF16 / FP16 */
-    vcattn_gpu_params one = *p;
+    e->lk = vc_kv_len(p->kv_lens, p->seq_kv, b);
+    e->lq = vc_q_len(p->q_lens, p->kv_lens, p->seq_q, p->seq_kv, b);
+    if (e->lq == 0) return VCATTN_STATUS_SUCCESS;
+    e->region = w + R.base + (size_t)b * R.stride;
+    vcattn_gpu_params &one = e->p;
+    one = *p;
     one.batch = 1;
-    one.seq_q = lq;
-    one.seq_kv = lk;
+    one.seq_q = e->lq;
+    one.seq_kv = e->lk;
     one.q = (const uint8_t *)p->q + b * p->q_stride[0] * esz;
     one.k = (const uint8_t *)p->k + b * p->k_stride[0] * esz;
     one.v = (const uint8_t *)p->v + b * p->v_stride[0] * esz;
     one.o = (uint8_t *)p->o + b * p->o_stride[0] * esz;
-    one.perm = p->perm ? (const int32_t *)(region + R.perm) : NULL;
-    one.lse = p->lse ? (float *)(region + R.lse) : NULL;
+    one.perm = p->perm ? (const int32_t *)(e->region + R.perm) : NULL;
+    one.lse = p->lse ? (float *)(e->region + R.lse) : NULL;
     one.head_exact = p->head_exact ? p->head_exact + b * p->heads : NULL;
     one.q_lens = one.kv_lens = NULL;
-    return one;
+    return vcattn_gpu_workspace_layout(&one, &e->L);
 }
 
 /* The preprocessing of validated params p over workspace ws laid out as L. */
@@ -261,19 +274,15 @@ static vcattn_status vc_preprocess(const vcattn_gpu_params *p, void *ws, const v
     vcattn_gpu_layout one_layout;
     if ((s = vc_len_layout(p, &R, &one_layout))) return s;
     for (int64_t b = 0; b < p->batch; ++b) {
-        const int64_t lk = vc_kv_len(p->kv_lens, p->seq_kv, b);
-        const int64_t lq = vc_q_len(p->q_lens, p->kv_lens, p->seq_q, p->seq_kv, b);
-        if (lq == 0) continue;
-        uint8_t *region = w + R.base + (size_t)b * R.stride;
-        const vcattn_gpu_params one = vc_batch_params(p, b, lq, lk, region, R);
+        vc_batch_problem e;
+        if ((s = vc_batch_at(p, b, w, R, &e))) return s;
+        if (e.lq == 0) continue;
         /* the element's permutation: the first lk entries of each head, packed */
-        if (p->perm && cudaMemcpy2DAsync(region + R.perm, (size_t)lk * 4, p->perm + b * p->heads * p->seq_kv,
-                                         (size_t)p->seq_kv * 4, (size_t)lk * 4, (size_t)p->heads,
+        if (p->perm && cudaMemcpy2DAsync(e.region + R.perm, (size_t)e.lk * 4, p->perm + b * p->heads * p->seq_kv,
+                                         (size_t)p->seq_kv * 4, (size_t)e.lk * 4, (size_t)p->heads,
                                          cudaMemcpyDeviceToDevice, st) != cudaSuccess)
             return VCATTN_STATUS_CUDA_ERROR;
-        vcattn_gpu_layout Lb;
-        if ((s = vcattn_gpu_workspace_layout(&one, &Lb))) return s;
-        if ((s = vc_preprocess_one(&one, region, Lb, st))) return s;
+        if ((s = vc_preprocess_one(&e.p, e.region, e.L, st))) return s;
     }
     return VCATTN_STATUS_SUCCESS;
 }
@@ -346,21 +355,17 @@ static vcattn_status vc_attention(const vcattn_gpu_params *p, void *ws, const vc
     vcattn_gpu_layout one_layout;
     if ((s = vc_len_layout(p, &R, &one_layout))) return s;
     for (int64_t b = 0; b < p->batch; ++b) {
-        const int64_t lk = vc_kv_len(p->kv_lens, p->seq_kv, b);
-        const int64_t lq = vc_q_len(p->q_lens, p->kv_lens, p->seq_q, p->seq_kv, b);
-        if (lq > 0) {
-            uint8_t *region = w + R.base + (size_t)b * R.stride;
-            const vcattn_gpu_params one = vc_batch_params(p, b, lq, lk, region, R);
-            vcattn_gpu_layout Lb;
-            if ((s = vcattn_gpu_workspace_layout(&one, &Lb))) return s;
-            if ((s = vc_kernel_one(&one, region, Lb, flag, st))) return s;
+        vc_batch_problem e;
+        if ((s = vc_batch_at(p, b, w, R, &e))) return s;
+        if (e.lq > 0) {
+            if ((s = vc_kernel_one(&e.p, e.region, e.L, flag, st))) return s;
             /* the element's LSE rows into the caller's (B, H, Sq) */
-            if (p->lse && cudaMemcpy2DAsync(p->lse + b * p->heads * p->seq_q, (size_t)p->seq_q * 4, region + R.lse,
-                                            (size_t)lq * 4, (size_t)lq * 4, (size_t)p->heads,
+            if (p->lse && cudaMemcpy2DAsync(p->lse + b * p->heads * p->seq_q, (size_t)p->seq_q * 4, e.region + R.lse,
+                                            (size_t)e.lq * 4, (size_t)e.lq * 4, (size_t)p->heads,
                                             cudaMemcpyDeviceToDevice, st) != cudaSuccess)
                 return VCATTN_STATUS_CUDA_ERROR;
         }
-        if (lq < p->seq_q && (s = vc_clear_rows(p, b, lq, st))) return s;
+        if (e.lq < p->seq_q && (s = vc_clear_rows(p, b, e.lq, st))) return s;
     }
     return VCATTN_STATUS_SUCCESS;
 }
