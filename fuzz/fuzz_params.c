@@ -451,6 +451,8 @@ static void op_attention(rd *r) {
     /* a size of 0 (or less) first: an empty tensor's data pointer may well be NULL (params.c) */
     if (B <= 0 || H <= 0 || Sq <= 0 || Skv <= 0 || D <= 0) REQUIRE(st0 == VCATTN_STATUS_BAD_SHAPE);
     else if (!p->q || !p->k || !p->v || !p->o) REQUIRE(st0 == VCATTN_STATUS_NULL_POINTER);
+    /* then the thread count (0..1024, params.c's VC_MAX_THREADS), then head_dim */
+    else if (p->num_threads < 0 || p->num_threads > 1024) REQUIRE(st0 == VCATTN_STATUS_INVALID_ARGUMENT);
     else if (D != 64 && D != 128) REQUIRE(st0 == VCATTN_STATUS_UNSUPPORTED_HEAD_DIM);
     if (p->num_threads < 0 || isnan(p->softmax_scale) || p->softmax_scale == INFINITY) REQUIRE(st0 != VCATTN_STATUS_SUCCESS);
     for (int t = 0; t < 3; ++t)
