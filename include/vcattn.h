@@ -554,6 +554,9 @@ typedef struct vcattn_gpu_params {
     const int64_t *q_lens, *kv_lens; /* optional HOST arrays (B,): per-batch valid lengths
                                         ("Valid lengths" above; each batch element is then
                                         launched as its own problem on the stream) */
+    int v_smooth_off; /* nonzero: a V-Smooth method's P path without V-Smooth (a schedule's off
+                         step: no permutation, no block demean, no restore), as the simulation
+                         runs the config with v_smooth = 0; perm and head_exact must be NULL */
 } vcattn_gpu_params;
 
 /* Contiguous (B, H, S, D) strides for all four tensors, BF16 in and out,

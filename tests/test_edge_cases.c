@@ -326,6 +326,19 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     if (ok == VCATTN_STATUS_NOT_BUILT) return;
     CHECK_STATUS(vcattn_gpu_output_status(&p, NULL, 0, NULL), VCATTN_STATUS_NULL_POINTER);
     CHECK_STATUS(ok, VCATTN_STATUS_SUCCESS);
+    /* V-Smooth off: the method's P path without a permutation or exact-P heads */
+    p.method = VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT;
+    p.v_smooth_off = 1;
+    CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_SUCCESS);
+    static int32_t perm1[1];
+    static uint8_t exact1[1];
+    p.perm = perm1;
+    CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_INVALID_ARGUMENT);
+    p.perm = NULL;
+    p.head_exact = exact1;
+    CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_INVALID_ARGUMENT);
+    p.head_exact = NULL;
+    p.v_smooth_off = 0;
     /* a method without a kernel (and an id past the list) is refused before its scale */
     p.method = VCATTN_METHOD_SAGE3_4BIT;
     CHECK_STATUS(vcattn_gpu_params_validate(&p), VCATTN_STATUS_INVALID_ARGUMENT);

@@ -242,9 +242,10 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
         raise Unsupported(f"head_dim {d} (the kernel supports 64 and 128)")
     dt = v.dtype
     qq, kk, vv = _operand(q, dt), _operand(k, dt), _operand(v, dt)
+    off = False
     if uses_vsmooth(method):
         if not v_smooth:
-            method, perm = "sage2-8bit", None  # the same kernel without the restore
+            off, perm = True, None  # the method's P path without V-Smooth (as the CPU simulation runs it)
         elif perm is None:
             k_ = DEFAULT_KMEANS
             perm = kmeans(vv, layout, k_["clusters"], k_["iterations"], k_["seed"])[0]
@@ -255,7 +256,8 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
     out = torch.empty(qq.shape, dtype=dt, device=q.device)
     lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device) if return_lse else None
     p = launch_params(qq, kk, vv, out, layout, method, sm_scale, perm, lse)
-    if head_exact is not None and uses_vsmooth(method):
+    p.v_smooth_off = int(off)
+    if head_exact is not None and uses_vsmooth(method) and not off:
         head_exact = torch.as_tensor(head_exact, device=q.device).to(torch.uint8).contiguous()
         p.head_exact = head_exact.data_ptr()
     # the params are checked here (the layout) and once more by the call itself

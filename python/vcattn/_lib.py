@@ -207,6 +207,7 @@ class GpuParams(ctypes.Structure):  # vcattn_gpu_params
         ("q_stride", c_i64_3), ("k_stride", c_i64_3), ("v_stride", c_i64_3), ("o_stride", c_i64_3),
         ("perm", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("head_exact", ctypes.c_void_p),
         ("q_lens", ctypes.c_void_p), ("kv_lens", ctypes.c_void_p),  # per-batch valid lengths (host int64)
+        ("v_smooth_off", ctypes.c_int),
     ]
 
 

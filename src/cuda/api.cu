@@ -16,10 +16,12 @@ cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int pp, int exact_pp, 
 static int64_t vc_round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static size_t vc_align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
-/* The method's P path (p_path.h), -1 for a method without a kernel (method_list.h). */
-static int vc_path_of(vcattn_method m) {
+/* The call's P path (p_path.h): the method's, with V-Smooth off when asked; -1 for a method
+ * without a kernel (method_list.h). */
+static int vc_path_of(const vcattn_gpu_params *p) {
     vcattn_method_config cfg;
-    if (!vcattn_method_has_kernel(m) || vcattn_method_config_get(m, &cfg)) return -1;
+    if (!vcattn_method_has_kernel(p->method) || vcattn_method_config_get(p->method, &cfg)) return -1;
+    if (p->v_smooth_off) cfg.v_smooth = 0;
     return VC_P_PATH_OF(cfg);
 }
 
@@ -49,8 +51,9 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
     if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
     /* grid.y = B*H, int32 token indices inside the kernels */
     if (p->batch * p->heads > 65535 || p->seq_q > (1 << 30) || p->seq_kv > (1 << 30)) return VCATTN_STATUS_BAD_SHAPE;
-    if (vc_path_of(p->method) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
-    if (p->head_exact && vc_exact_path_of(p->method) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (vc_path_of(p) < 0) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (p->head_exact && (p->v_smooth_off || vc_exact_path_of(p->method) < 0)) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (p->v_smooth_off && p->perm) return VCATTN_STATUS_INVALID_ARGUMENT;
     if ((unsigned)p->input_dtype > VCATTN_GPU_DTYPE_FP16 || (unsigned)p->output_dtype > VCATTN_GPU_DTYPE_FP16)
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (!(p->softmax_scale <= 0.0) && !isfinite(p->softmax_scale)) return VCATTN_STATUS_INVALID_ARGUMENT;
@@ -64,7 +67,7 @@ extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) 
         const double sm = p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
         const double c0 = sm * VC_GPU_LOG2E;
         if (sm > FLT_MAX || c0 > FLT_MAX) return VCATTN_STATUS_SCORE_OVERFLOW;
-        const int expcast = VC_PP_EXPCAST_CODES(vc_path_of(p->method));
+        const int expcast = VC_PP_EXPCAST_CODES(vc_path_of(p));
         if (expcast && c0 > 0.0078125 / (8.0 * 1e-7 * 1e-7)) return VCATTN_STATUS_SCORE_OVERFLOW;
         /* The exp path writes p = ex2(fma(s, c, -m)) with m = fl(s_max c): the row
          * max's argument is the rounding error of s_max c, up to 2^-24 |s_max c|
@@ -192,7 +195,7 @@ static double vc_sm(const vcattn_gpu_params *p) {
 /* One problem's preprocessing into workspace w laid out as L (the flag is not touched). */
 static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, const vcattn_gpu_layout &L,
                                        cudaStream_t stream) {
-    const int pp = vc_path_of(p->method);
+    const int pp = vc_path_of(p);
     vc_prep_args a;
     memset(&a, 0, sizeof a);
     a.q = p->q;
@@ -318,7 +321,7 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     a.head_exact = p->head_exact;
     const int BH = (int)(p->batch * p->heads);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
-    cudaError_t e = vc_attn_launch(a, BH, vc_path_of(p->method), vc_exact_path_of(p->method), bf16, stream);
+    cudaError_t e = vc_attn_launch(a, BH, vc_path_of(p), vc_exact_path_of(p->method), bf16, stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 

@@ -8,6 +8,7 @@
  *   gpu_check small            one small shape, plain and with Q x 1e6 (for compute-sanitizer)
  *   gpu_check prepcheck        preprocessing only: vectorized vs scalar path bit for bit
  *                              (whole workspace), codes vs the CPU, 8-byte-aligned views
+ *   gpu_check vsmooth-off      a V-Smooth method's P path with V-Smooth off vs the simulation
  *   gpu_check lengths          per-batch valid lengths: each batch element bit-identical to
  *                              its unpadded call, padded rows zeros / LSE -inf, vs the simulation
  */
@@ -520,6 +521,60 @@ static int run_lengths(void) {
     return fails;
 }
 
+/* ---- V-Smooth off: a V-Smooth method's P path on a step that turns V-Smooth off -------------- */
+
+/* Every V-Smooth kernel method with vcattn_gpu_params.v_smooth_off against the simulation of
+ * its config with v_smooth = 0 (no permutation, no demean, no restore; the quantized row sum
+ * and the P path as they are). */
+static int vsmooth_off_shape(const shape_t *s) {
+    inputs_t in;
+    make_inputs(s, &in);
+    const int64_t no = s->B * s->H * s->Sq * s->D;
+    float *o = (float *)malloc(sizeof(float) * (size_t)no), *os = (float *)malloc(sizeof(float) * (size_t)no);
+    int fails = 0;
+    FOR_GPU_METHODS(m) {
+        vcattn_method_config cfg;
+        VK(vcattn_method_config_get(m, &cfg));
+        if (!cfg.v_smooth) continue;
+        vcattn_gpu_params gp;
+        gpu_params(s, &in, m, &gp);
+        gp.perm = NULL;
+        gp.lse = NULL;
+        gp.v_smooth_off = 1;
+        size_t wsb;
+        VK(vcattn_gpu_workspace_size(&gp, &wsb));
+        void *ws;
+        CK(cudaMalloc(&ws, wsb));
+        CK(cudaMemset(in.dout, 0xFF, 2 * (size_t)no));
+        VK(vcattn_gpu_attention(&gp, ws, wsb, NULL));
+        CK(cudaDeviceSynchronize());
+        download_out(s, &in, o);
+        CK(cudaFree(ws));
+        cfg.v_smooth = 0;
+        vcattn_attention_params sp;
+        sim_params(s, &in, os, NULL, &sp);
+        VK(vcattn_simulate_attention(&sp, &cfg, NULL, NULL));
+        const double e = rel_l2(o, os, no), tol = s->fp16_out ? 4e-3 : 8e-3;
+        const int ok = e <= tol;
+        fails += !ok;
+        printf("%-4s vsmooth-off (%lld,%lld,%lld,%lld,%lld) %-28s rel-L2(gpu, sim) %.2e\n", ok ? "ok" : "FAIL",
+               (long long)s->B, (long long)s->H, (long long)s->Sq, (long long)s->Skv, (long long)s->D,
+               vcattn_method_name(m), e);
+    }
+    free(o);
+    free(os);
+    free_inputs(&in);
+    return fails;
+}
+
+static int run_vsmooth_off(void) {
+    const shape_t shapes[] = {{1, 2, 300, 1024, 128, 0, 1, 0, 1, 1, 0}, {2, 3, 129, 300, 64, 1, 0, 1, 1, 1, 0}};
+    int fails = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) fails += vsmooth_off_shape(&shapes[i]);
+    printf("vsmooth-off: %d failed\n", fails);
+    return fails;
+}
+
 /* ---- preprocessing alone ---------------------------------------------------------------- */
 
 /* the workspace regions the passes write, compared bit for bit (k_partial excluded) */
@@ -621,11 +676,12 @@ static int run_prepcheck(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        printf("usage: %s check | recipes | lengths | medium | small | prepcheck\n", argv[0]);
+        printf("usage: %s check | recipes | lengths | vsmooth-off | medium | small | prepcheck\n", argv[0]);
         return 2;
     }
     if (!have_sm90()) return 77;
-    if (!strcmp(argv[1], "check")) return run_check() + run_recipes() + run_lengths() ? 1 : 0;
+    if (!strcmp(argv[1], "check")) return run_check() + run_recipes() + run_lengths() + run_vsmooth_off() ? 1 : 0;
+    if (!strcmp(argv[1], "vsmooth-off")) return run_vsmooth_off() ? 1 : 0;
     if (!strcmp(argv[1], "lengths")) return run_lengths() ? 1 : 0;
     if (!strcmp(argv[1], "recipes")) return run_recipes() ? 1 : 0;
     if (!strcmp(argv[1], "medium")) return run_medium() ? 1 : 0;

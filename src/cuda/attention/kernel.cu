@@ -41,9 +41,10 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     uint64_t *bar = (uint64_t *)(smem + VC_ATT_OFF_BAR);
     const vc_att_barriers b = {bar, bar + VC_ATT_STAGES, bar + 2 * VC_ATT_STAGES, bar + 3 * VC_ATT_STAGES,
                                bar + 4 * VC_ATT_STAGES};
-    /* V-Smooth methods: ones rows for r, and the mean restore on the tensor core */
-    constexpr bool kVs = VC_PP_V_SMOOTH(PP);
-    static_assert(VC_PP_V_SMOOTH(PP) == VC_PP_ROWSUM_QUANTIZED(PP), "the ones rows give r and l together");
+    /* the quantized row sum from ones rows of V^T (r and l); V-Smooth's mean restore on the
+     * tensor core, which needs that r */
+    constexpr bool kOnes = VC_PP_ROWSUM_QUANTIZED(PP), kRestore = VC_PP_V_SMOOTH(PP);
+    static_assert(kOnes || !kRestore, "the restore takes r from the ones rows");
     static_assert(VC_PP_IS(PP, E4M3) || VC_PP_IS(PP, EXPCAST) || VC_PP_IS(PP, SPLIT),
                   "the kernel writes E4M3 P by the exp path, ExpCast or the split");
 
@@ -64,16 +65,19 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
         mbarrier_init(b.q_full, 1);
         fence_mbarrier_init();
     }
-    if (kVs) {
+    if (kRestore) {
         vc_att_restore_init(sV, sMU, tid);
         vc_att_keep_init(smem, tid);
+    } else if (kOnes) {
+        vc_att_ones_init(sV, tid);
+        vc_att_keep_init(smem, tid); /* the block-max group floor's G lives there too */
     }
     fence_proxy_async_shared();
     __syncthreads();
 
     if (wg == 0) {
         setmaxnreg_dec<24>();
-        vc_att_producer<kVs>(a, maps, smem, b, warp, lane, bh, qtile);
+        vc_att_producer<kRestore>(a, maps, smem, b, warp, lane, bh, qtile);
         return;
     }
 
@@ -143,10 +147,15 @@ static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &ma
  * equals a.head_gate.  One instantiation per method of method_list.h that has a kernel. */
 static cudaError_t vc_attn_launch_path(const vc_attn_args &a, const vc_tma_maps &maps, int BH, int pp, int out_bf16,
                                        cudaStream_t s) {
-#define VC_KERNEL_CASE_1(pf, ps, vs, rq)                                                        \
-    case VC_P_PATH(pf, ps, vs, rq):                                                             \
-        return out_bf16 ? vc_attn_launch_t<VC_P_PATH(pf, ps, vs, rq), __nv_bfloat16>(a, maps, BH, s) \
-                        : vc_attn_launch_t<VC_P_PATH(pf, ps, vs, rq), __half>(a, maps, BH, s);
+#define VC_KERNEL_PATH(pp)                                                                     \
+    case pp:                                                                                   \
+        return out_bf16 ? vc_attn_launch_t<pp, __nv_bfloat16>(a, maps, BH, s)                  \
+                        : vc_attn_launch_t<pp, __half>(a, maps, BH, s);
+/* a kernel method's P path, and for a V-Smooth method the same P path with V-Smooth off (a
+ * schedule's off step: no permutation, no demean, no restore; the quantized row sum stays) */
+#define VC_KERNEL_CASE_1_VS0(pf, ps, rq) VC_KERNEL_PATH(VC_P_PATH(pf, ps, 0, rq))
+#define VC_KERNEL_CASE_1_VS1(pf, ps, rq) VC_KERNEL_PATH(VC_P_PATH(pf, ps, 1, rq)) VC_KERNEL_PATH(VC_P_PATH(pf, ps, 0, rq))
+#define VC_KERNEL_CASE_1(pf, ps, vs, rq) VC_KERNEL_CASE_1_VS##vs(pf, ps, rq)
 #define VC_KERNEL_CASE_0(pf, ps, vs, rq)
 #define VC_KERNEL_CASE(id, name, qkf, qkg, sk, sq, vf, vs, pf, rq, ps, gpu) VC_KERNEL_CASE_##gpu(pf, ps, vs, rq)
     switch (pp) {
@@ -157,6 +166,9 @@ static cudaError_t vc_attn_launch_path(const vc_attn_args &a, const vc_tma_maps 
 #undef VC_KERNEL_CASE
 #undef VC_KERNEL_CASE_0
 #undef VC_KERNEL_CASE_1
+#undef VC_KERNEL_CASE_1_VS0
+#undef VC_KERNEL_CASE_1_VS1
+#undef VC_KERNEL_PATH
 }
 
 /* The method's kernels, then (with per-head exact-P flags) the exact sibling's for the

@@ -149,7 +149,7 @@ template <int PP, bool DIRECT>
 __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_att_barriers &b, const vc_att_descs &d,
                                                 const uint8_t *smem, uint32_t sks, float cq, int cw, int nkb,
                                                 int tail_valid, int t, float descent) {
-    constexpr bool kVs = VC_PP_V_SMOOTH(PP);
+    constexpr bool kOnes = VC_PP_ROWSUM_QUANTIZED(PP), kRestore = VC_PP_V_SMOOTH(PP);
     /* ---- first turn: S_0 ---- */
     {
         mbarrier_wait(&b.full_k[0], 0);
@@ -173,8 +173,8 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         const unsigned mst = 2u * (((kb >> 3) - 1u) & (VC_ATT_MU_GROUP_SLOTS - 1u));
         const int restore = (kb & (VC_ATT_RESTORE_GROUP - 1u)) == 1u && kb >= VC_ATT_RESTORE_GROUP + 1u;
         vc_att_begin_turn(cw);
-        vc_att_issue_pv<kVs>(cs, d, pst);
-        if (kVs) vc_att_issue_restore(cs, d.mu0, mst, restore);
+        vc_att_issue_pv<kOnes>(cs, d, pst);
+        if (kRestore) vc_att_issue_restore(cs, d.mu0, mst, restore);
         wgmma_commit();
         vc_att_issue_s(cs, d, st);
         wgmma_commit();
@@ -183,7 +183,7 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         wgmma_wait<1>();
         vc_att_fence_acc(cs);
         __syncwarp();
-        vc_att_fold<kVs>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
+        vc_att_fold<kOnes>(cs, b.empty_v, kb - 1, cs.alpha, cs.lsum);
         float G[2] = {0.0f, 0.0f};
         if (VC_PP_BLOCK_MAX(PP) && vc_blockmax_needs_group_floor(descent))
             vc_att_group_max(G, cs.m, kb - 1, smem); /* m: block kb-1's scale */
@@ -196,14 +196,14 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_at
         const unsigned pst = VC_ATT_STAGE(nkb - 1),
                        mst = 2u * ((((unsigned)max(nkb, 2) - 2u) >> 3) & (VC_ATT_MU_GROUP_SLOTS - 1u));
         vc_att_begin_turn(cw);
-        vc_att_issue_pv<kVs>(cs, d, pst);
-        if (kVs) vc_att_issue_restore(cs, d.mu0, mst, nkb >= 2);
+        vc_att_issue_pv<kOnes>(cs, d, pst);
+        if (kRestore) vc_att_issue_restore(cs, d.mu0, mst, nkb >= 2);
         wgmma_commit();
         if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, VC_ATT_CONSUMER_THREADS);
         wgmma_wait<0>();
         vc_att_fence_acc(cs);
         __syncwarp();
-        vc_att_fold<kVs>(cs, b.empty_v, nkb - 1, cs.alpha, cs.lsum);
-        if (kVs) vc_att_restore_last(cs, smem, nkb, t);
+        vc_att_fold<kOnes>(cs, b.empty_v, nkb - 1, cs.alpha, cs.lsum);
+        if (kRestore) vc_att_restore_last(cs, smem, nkb, t);
     }
 }

@@ -42,6 +42,14 @@ __device__ __forceinline__ void vc_att_restore_init(uint8_t *sV, uint8_t *sMU, i
         reinterpret_cast<uint32_t *>(sMU + (i / 32) * VC_ATT_MU_SLOT + VC_ATT_MU_BYTES)[i % 32] = 0u;
 }
 
+/* The ones rows alone: the quantized row sum without the restore (a V-Smooth method's P path
+ * on a step that turns V-Smooth off).  All threads. */
+__device__ __forceinline__ void vc_att_ones_init(uint8_t *sV, int tid) {
+    for (int i = tid; i < VC_ATT_STAGES * 256; i += VC_ATT_THREADS)
+        reinterpret_cast<uint32_t *>(sV + (i / 256) * VC_ATT_V_BYTES + VC_ATT_K_BYTES)[i % 256] =
+            VC_ATT_E4M3_ONE * 0x01010101u;
+}
+
 /* The pending coefficients of the grouped restore (and the block-max group
  * floor's G): zero before turn 0.  All threads. */
 __device__ __forceinline__ void vc_att_keep_init(uint8_t *smem, int tid) {
