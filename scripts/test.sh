@@ -72,6 +72,14 @@ cmake --build build-san -j "$jobs" --target vcattn_tests vcattn_cli
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-san --output-on-failure
 
+# The binary wheel (VCATTN_TEST_WHEEL=1; CI sets it): built with scripts/build_wheel.sh and
+# installed into a fresh venv with no compiler or CUDA toolkit visible (scripts/wheel_check.sh,
+# ~1 min on 2 cores; needs PyPI for numpy and auditwheel).  VCATTN_REQUIRE_WHEEL=1: no nvcc fails.
+if [ "${VCATTN_TEST_WHEEL:-0}" = 1 ]; then
+    echo "== the binary wheel (scripts/wheel_check.sh)"
+    ./scripts/wheel_check.sh
+fi
+
 fuzz_seconds=${VCATTN_FUZZ_SECONDS:-60}
 echo "== fuzzers, short run (${fuzz_seconds} s in all; docs/fuzzing.md)"
 if [ "$fuzz_seconds" -eq 0 ]; then

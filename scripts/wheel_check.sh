@@ -93,7 +93,8 @@ assert lib["path"].startswith(venv) and lib["path"].endswith("vcattn/libvcattn.s
 assert lib["cuda_built"] and gpu["kernels_built"], "the CUDA kernels are not reported compiled in"
 assert gpu["architectures"] == ["sm_90a"], f"kernel architectures {gpu['architectures']}, expected ['sm_90a']"
 kernels = [m["name"] for m in r["methods"] if m["gpu_kernel"]]
-assert len(kernels) >= 7 and "sage2-8bit" in kernels, kernels
+import vcattn as _v
+assert kernels == list(_v.GPU_METHODS) and _v.DEFAULT_METHOD in kernels, (kernels, _v.GPU_METHODS)
 assert gpu["usable"] or gpu["why"], "no GPU and no reason given"
 print(f"   kernels for {', '.join(gpu['architectures'])}; {len(kernels)} methods with a kernel; "
       f"GPU {'usable' if gpu['usable'] else 'not usable: ' + gpu['why']}")
