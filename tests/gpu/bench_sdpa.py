@@ -1,6 +1,6 @@
 """bench_sdpa.py - the baselines timed the way gpu_bench times vcattn (median of
 CUDA-event timings after warm-up): torch SDPA (cuDNN and flash backends, BF16)
-and, when the package imports (PYTHONPATH; ../shared/peer has a prebuilt copy),
+and, when the package imports (PYTHONPATH; device_check.sh carries a prebuilt copy),
 SageAttention2's sm90 kernel as sageattn() runs it on Hopper
 (core.sageattn_qk_int8_pv_fp8_cuda_sm90 with its defaults, full call).
 
