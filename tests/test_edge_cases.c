@@ -370,6 +370,33 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     }
 }
 
+/* Valid lengths on the GPU path: checked against the axes; the workspace holds a region per
+ * batch element, each at least the unpadded problem's, and the call's output flag before them. */
+TEST(gpu_lengths_validation_and_workspace) {
+    static float dummy[4 * 128];
+    vcattn_gpu_params lp;
+    vcattn_gpu_params_init(&lp, 3, 2, 300, 300, 128, dummy, dummy, dummy, dummy);
+    if (vcattn_gpu_params_validate(&lp) == VCATTN_STATUS_NOT_BUILT) return;
+    size_t plain = 0, with = 0, one = 0;
+    CHECK_STATUS(vcattn_gpu_workspace_size(&lp, &plain), VCATTN_STATUS_SUCCESS);
+    const int64_t kv[3] = {300, 1, 0}, q[3] = {300, 1, 0}, bad[3] = {301, 1, 0}, neg[3] = {-1, 1, 0};
+    lp.kv_lens = kv;
+    lp.q_lens = q;
+    CHECK_STATUS(vcattn_gpu_workspace_size(&lp, &with), VCATTN_STATUS_SUCCESS);
+    vcattn_gpu_layout L;
+    CHECK_STATUS(vcattn_gpu_workspace_layout(&lp, &L), VCATTN_STATUS_SUCCESS);
+    vcattn_gpu_params single = lp;
+    single.batch = 1;
+    single.q_lens = single.kv_lens = NULL;
+    CHECK_STATUS(vcattn_gpu_workspace_size(&single, &one), VCATTN_STATUS_SUCCESS);
+    CHECK(with >= 3 * one && with >= plain && L.total == with && L.output_flag < L.q_codes);
+    lp.kv_lens = bad;
+    CHECK_STATUS(vcattn_gpu_params_validate(&lp), VCATTN_STATUS_INVALID_ARGUMENT);
+    lp.kv_lens = kv;
+    lp.q_lens = neg;
+    CHECK_STATUS(vcattn_gpu_params_validate(&lp), VCATTN_STATUS_INVALID_ARGUMENT);
+}
+
 /* Found by fuzz/fuzz_params.c: softmax_scale 1e300 (accepted: any finite
  * scale is) with Q of ~1e10 made FP64 scores of +Inf in the reference, and
  * every output of the row NaN with SUCCESS.  Now SCORE_OVERFLOW, like the
