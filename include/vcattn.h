@@ -631,6 +631,8 @@ typedef struct vcattn_gpu_layout {
         total;
 } vcattn_gpu_layout;
 
+/* With valid lengths (q_lens / kv_lens) the workspace is the call's output flag (offset 0)
+ * and one region per batch element; the operand offsets are then batch element 0's. */
 vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p, vcattn_gpu_layout *layout);
 
 /* V-Smooth grouping on the GPU.

@@ -121,8 +121,10 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
          * output flag is the call's */
         vc_len_regions R;
         if ((s = vc_len_layout(p, &R, L))) return s;
-        size_t *off = &L->q_codes;
-        for (size_t *f = off; f < &L->total; ++f) *f += R.base;
+        size_t *fields[] = {&L->q_codes, &L->q_scale, &L->q_km, &L->k_codes, &L->k_scale, &L->k_mean,
+                            &L->k_partial, &L->v_codes, &L->v_scale, &L->v_mean, &L->v_block_mean,
+                            &L->v_amax, &L->v_mean_tc, &L->direct_heads};
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) *fields[i] += R.base;
         L->output_flag = 0;
         L->total = R.base + (size_t)p->batch * R.stride;
         return VCATTN_STATUS_SUCCESS;
