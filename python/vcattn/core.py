@@ -229,7 +229,8 @@ def _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num
         import torch
 
         out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
-        lse = torch.full((bsz, q.shape[1 if layout == "HND" else 2], sq), float("-inf"), device=q.device)
+        lse = torch.full((bsz, q.shape[1 if layout == "HND" else 2], sq), float("-inf"), dtype=torch.float32,
+                         device=q.device)
     else:
         out = np.zeros(q.shape, q.dtype)
         lse = np.full((bsz, q.shape[1 if layout == "HND" else 2], sq), -np.inf, np.float32)
