@@ -2,11 +2,14 @@
 """Speed against sequence length, from the benchmark log of scripts/device_check.sh bench.
 
     python3 scripts/plot_bench.py docs/results/2026-12-01/bench.txt [-o bench.png]
+                                  [--tflops] [--methods a,b,...]
 
 Reads the `SDPA <backend> (B,H,Sq,Skv,D) <ms> ms` and `BENCH <method> (...) full <ms> ms ...
 kernel <ms> ms` lines of one run and draws, for the self-attention shapes (Sq = Skv, B = 1),
 each method's speed-up over cuDNN BF16 (kernel alone, and SageAttention2's full call) against
-the number of keys.  matplotlib is optional: without it the script says so and exits 3.
+the number of keys; ``--tflops``: every method's and peer's TFLOP/s (4 B H Sq Skv D / time)
+instead.  ``--methods``: only these vcattn methods (e.g. those with a kernel today).
+matplotlib is optional: without it the script says so and exits 3.
 """
 import argparse
 import re
@@ -37,6 +40,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("log")
     ap.add_argument("-o", "--out", default=None)
+    ap.add_argument("--tflops", action="store_true", help="TFLOP/s instead of the speed-up over cuDNN")
+    ap.add_argument("--methods", default=None, help="comma list: only these vcattn methods")
     a = ap.parse_args()
     plt = pyplot("plot_bench")
     if plt is None:
@@ -50,7 +55,33 @@ def main():
             best[s[3]] = s
     shapes = [best[n] for n in sorted(best)]
     methods = sorted({k[0] for k in bench})
+    if a.methods:
+        methods = [m for m in a.methods.split(",") if m in methods]
     fig, ax = plt.subplots(figsize=(8, 4.5))
+    if a.tflops:
+        def tf(s, ms):  # 4 B H Sq Skv D flops in ms
+            return 4.0 * s[0] * s[1] * s[2] * s[3] * s[4] / (ms * 1e-3) / 1e12
+        for name, label, style in (("cudnn", "cuDNN BF16 (torch SDPA)", "k--"), ("sage2", "SageAttention2 sm90", "k:")):
+            xs = [s[3] for s in shapes if (name,) + s in sdpa]
+            ys = [tf(s, sdpa[(name,) + s]) for s in shapes if (name,) + s in sdpa]
+            if xs:
+                ax.plot(xs, ys, style, marker="s", label=label)
+        for m in methods:
+            xs = [s[3] for s in shapes if (m,) + s in bench]
+            ys = [tf(s, bench[(m,) + s][1]) for s in shapes if (m,) + s in bench]
+            ax.plot(xs, ys, marker="o", label=f"vcattn {m} (kernel)")
+        ax.set_xscale("log")
+        ax.set_xlabel("keys (Sq = Skv; H = 40, except 118,800: H = 24)")
+        ax.set_ylabel("TFLOP/s (4 B H Sq Skv D / time)")
+        ax.set_title("H200, D = 128, BF16 inputs, one run: " + a.log.split("results/")[-1], fontsize=9)
+        ax.grid(alpha=0.3)
+        fig.set_size_inches(10.5, 4.5)
+        ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+        out = a.out or re.sub(r"\.txt$", "", a.log) + "_tflops.png"
+        fig.tight_layout()
+        fig.savefig(out, dpi=120)
+        print(f"plot_bench: wrote {out}")
+        return 0
     for m in methods:
         xs, ys = [], []
         for s in shapes:
