@@ -135,8 +135,6 @@ VC_HD static inline float vc_expcast_bracket_direct(float t, float m, float brac
 #define VC_EXPCAST_TAIL_BIASED_CONST 253.65f         /* 126 + beta + 128 */
 #define VC_EXPCAST_TAIL_SLOPE 0.2197265625f          /* BF16 0x3E61 */
 #define VC_EXPCAST_TAIL_OFFSET 104.5f                /* BF16 0x42D1 */
-#define VC_EXPCAST_TAIL_SLOPE_BF16X2 0x3E613E61u
-#define VC_EXPCAST_TAIL_OFFSET_BF16X2 0x42D142D1u
 
 VC_HD static inline float vc_expcast_tail_bias_pre(float a) {
     return fmaf(-a, VC_EXPCAST_INT_MAGIC, VC_EXPCAST_TAIL_BIASED_CONST);
