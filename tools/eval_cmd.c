@@ -217,7 +217,7 @@ static void print_json_metrics(const metric_values *m) {
 }
 
 static void print_table_row(const char *method, const char *head, const metric_values *m) {
-    printf("%-25s %5s %9.5f %10.7f %8.2f %18.1f%% %12.5f %18.5f %10.2f%%\n", method, head, m->rel_l2,
+    printf("%-34s %5s %9.5f %10.7f %8.2f %18.1f%% %12.5f %18.5f %10.2f%%\n", method, head, m->rel_l2,
            m->cosine, m->psnr_db, 100.0 * m->value_error_share, m->value_rel_l2, m->probability_rel_l2,
            100.0 * m->mean_row_tv);
 }
@@ -487,7 +487,7 @@ int vc_cmd_eval(int argc, char **argv) {
         for (int i = 0; i < 3; ++i)
             if (share[i] >= 0.0) printf(" %s %.1f%%", k_order_names[i], 100.0 * share[i]);
             else printf(" %s n/a", k_order_names[i]);
-        printf("\n\n%-25s %5s %9s %10s %8s %19s %12s %18s %11s\n", "method", "head", "rel_l2", "cosine",
+        printf("\n\n%-34s %5s %9s %10s %8s %19s %12s %18s %11s\n", "method", "head", "rel_l2", "cosine",
                "psnr_db", "value_error_share", "value_rel_l2", "probability_rel_l2", "mean_row_tv");
         for (int mi = 0; mi < nrows_all; ++mi) {
             char pname[64];
