@@ -13,6 +13,8 @@
  *                                kernel with a scale per key (and per query row) would see
  *     + 16 largest-V keys exact  the same with the keys of the 16 tokens of largest |V| per
  *                                head (the sinks) exact
+ *     + 16 most-attended exact   ... or of the 16 keys with the most attention mass on the
+ *                                sampled rows (exact softmax): a choice a plan could make
  *     exact Q, per-token K       which of the two operands limits
  *   split, exact Q/K             the upper bound of any Q/K recipe
  * V, P, V-Smooth and the restore are the split's in all four.  Not built by CMake:
@@ -106,6 +108,36 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* ... or the 16 keys that take the most attention mass on the sampled rows (exact softmax):
+     * a choice a plan could make from the rows it measures, without knowing how sinks look */
+    float *km = malloc(sizeof(float) * n);
+    memcpy(km, kt, sizeof(float) * n);
+    double *mass = malloc(sizeof(double) * S), *sc = malloc(sizeof(double) * S);
+    const double scale = 1.0 / sqrt((double)D);
+    for (int64_t h = 0; h < H; ++h) {
+        for (int64_t t = 0; t < S; ++t) mass[t] = 0;
+        for (int64_t r = 0; r < NR; ++r) {
+            const float *qr = q + (h * S + rows[r]) * D;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t t = 0; t < S; ++t) {
+                const float *kr = k + (h * S + t) * D;
+                double d = 0;
+                for (int64_t i = 0; i < D; ++i) d += (double)qr[i] * kr[i];
+                sc[t] = d * scale;
+                mx = fmax(mx, sc[t]);
+            }
+            for (int64_t t = 0; t < S; ++t) sum += (sc[t] = exp(sc[t] - mx));
+            for (int64_t t = 0; t < S; ++t) mass[t] += sc[t] / sum;
+        }
+        for (int top = 0; top < 16; ++top) {
+            int64_t best = 0;
+            for (int64_t t = 1; t < S; ++t)
+                if (mass[t] > mass[best]) best = t;
+            memcpy(km + (h * S + best) * D, k + (h * S + best) * D, sizeof(float) * D);
+            mass[best] = -1.0;
+        }
+    }
+
     vcattn_method_config sage, split, split_f32;
     vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &sage);
     vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, &split);
@@ -121,10 +153,11 @@ int main(int argc, char **argv) {
                 {"split, sequence order", &split, q, k, ident},
                 {"split, per-token Q/K INT8", &split_f32, qt, kt, perm},
                 {"  + 16 largest-V keys exact", &split_f32, qt, kx, perm},
+                {"  + 16 most-attended exact", &split_f32, qt, km, perm},
                 {"  exact Q, per-token K", &split_f32, q, kt, perm},
                 {"split, exact Q/K", &split_f32, q, k, perm}};
     const int nrun = (int)(sizeof runs / sizeof runs[0]);
-    double ps[8][64], layer[8];
+    double ps[16][64], layer[16];
     for (int r = 0; r < nrun; ++r) {
         p.q = runs[r].q;
         p.k = runs[r].k;
