@@ -10,6 +10,7 @@
 
 vcattn_status vc_lengths_validate(int64_t batch, int64_t seq_q, int64_t seq_kv, const int64_t *q_lens,
                                   const int64_t *kv_lens) {
+    if (!q_lens && !kv_lens) return VCATTN_STATUS_SUCCESS; /* nothing to read (batch may be huge) */
     for (int64_t b = 0; b < batch; ++b) {
         if (q_lens && (q_lens[b] < 0 || q_lens[b] > seq_q)) return VCATTN_STATUS_INVALID_ARGUMENT;
         if (kv_lens && (kv_lens[b] < 0 || kv_lens[b] > seq_kv)) return VCATTN_STATUS_INVALID_ARGUMENT;
