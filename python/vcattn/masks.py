@@ -98,6 +98,14 @@ def _read(mask, b, h, sq, skv):
     return _read_numpy(mask, b, sq, skv)
 
 
+_BIAS = ("an additive attn_mask with values other than 0 and -inf (a bias, not a mask: "
+         "vcattn reads 0 = takes part, -inf = masked)")
+
+
+def _dtype_reason(mask):
+    return f"attn_mask of dtype {mask.dtype} (boolean or additive float masks)"
+
+
 _NOT_ONE_MASK = "a mask that differs between heads (vcattn reads one mask for all heads)"
 
 
@@ -139,12 +147,11 @@ def _valid_torch(mask):
     if mask.dtype == torch.bool:
         return mask, None
     if not mask.is_floating_point():
-        return None, f"attn_mask of dtype {mask.dtype} (boolean or additive float masks)"
+        return None, _dtype_reason(mask)
     valid = mask == 0
     masked = torch.isneginf(mask)
     if not bool(torch.all(valid | masked)):
-        return None, ("an additive attn_mask with values other than 0 and -inf (a bias, not a mask: "
-                      "vcattn reads 0 = takes part, -inf = masked)")
+        return None, _BIAS
     return valid, None
 
 
@@ -174,10 +181,9 @@ def _read_numpy(mask, b, sq, skv):
         m = mask.astype(np.float32)
         valid = m == 0
         if not np.all(valid | np.isneginf(m)):
-            return ("an additive attn_mask with values other than 0 and -inf (a bias, not a mask: "
-                    "vcattn reads 0 = takes part, -inf = masked)")
+            return _BIAS
     else:
-        return f"attn_mask of dtype {mask.dtype} (boolean or additive float masks)"
+        return _dtype_reason(mask)
     rows = valid.sum(axis=3, dtype=np.int64)
     cols = valid.sum(axis=2, dtype=np.int64)
     return _per_head(rows, cols, b, sq, skv)

@@ -31,23 +31,21 @@
 #include "ptx/smem.cuh"
 #include "ptx/wgmma.cuh"
 
-/* Rows 128..135 of every V^T stage: all ones, so every one of accumulator
- * columns 128..135 is r.  And the zero rows after each slot's means (the
- * bulk copy writes 2048 B).  All threads. */
-__device__ __forceinline__ void vc_att_restore_init(uint8_t *sV, uint8_t *sMU, int tid) {
-    for (int i = tid; i < VC_ATT_STAGES * 256; i += VC_ATT_THREADS)
-        reinterpret_cast<uint32_t *>(sV + (i / 256) * VC_ATT_V_BYTES + VC_ATT_K_BYTES)[i % 256] =
-            VC_ATT_E4M3_ONE * 0x01010101u;
-    for (int i = tid; i < VC_ATT_MU_SLOTS * 32; i += VC_ATT_THREADS)
-        reinterpret_cast<uint32_t *>(sMU + (i / 32) * VC_ATT_MU_SLOT + VC_ATT_MU_BYTES)[i % 32] = 0u;
-}
-
-/* The ones rows alone: the quantized row sum without the restore (a V-Smooth method's P path
- * on a step that turns V-Smooth off).  All threads. */
+/* Rows 128..135 of every V^T stage: all ones, so every one of accumulator columns 128..135
+ * is r (the quantized row sum; alone, without the restore, on a step that turns V-Smooth
+ * off).  All threads. */
 __device__ __forceinline__ void vc_att_ones_init(uint8_t *sV, int tid) {
     for (int i = tid; i < VC_ATT_STAGES * 256; i += VC_ATT_THREADS)
         reinterpret_cast<uint32_t *>(sV + (i / 256) * VC_ATT_V_BYTES + VC_ATT_K_BYTES)[i % 256] =
             VC_ATT_E4M3_ONE * 0x01010101u;
+}
+
+/* The ones rows, and the zero rows after each slot's means (the bulk copy writes 2048 B).
+ * All threads. */
+__device__ __forceinline__ void vc_att_restore_init(uint8_t *sV, uint8_t *sMU, int tid) {
+    vc_att_ones_init(sV, tid);
+    for (int i = tid; i < VC_ATT_MU_SLOTS * 32; i += VC_ATT_THREADS)
+        reinterpret_cast<uint32_t *>(sMU + (i / 32) * VC_ATT_MU_SLOT + VC_ATT_MU_BYTES)[i % 32] = 0u;
 }
 
 /* The pending coefficients of the grouped restore (and the block-max group
