@@ -172,6 +172,10 @@ fi
 if has diag; then
     say "== diag: tensor cores alone (softmax stubbed) and softmax alone (no wgmma) vs the product kernel"
     for n in 1 2; do
+        # prebuilt diagnostic benches (VC_PREBUILT/gpu_bench_diag1, _diag2) save the two builds here
+        if [ -x "${VC_PREBUILT:-/nonexistent}/gpu_bench_diag$n" ]; then
+            mkdir -p build-diag$n && cp "$VC_PREBUILT/gpu_bench_diag$n" build-diag$n/gpu_bench && continue
+        fi
         cmake -S . -B build-diag$n -DCMAKE_BUILD_TYPE=Release -DVCATTN_ATT_DIAG=$n >> "$LOG" 2>&1 &&
             cmake --build build-diag$n -j16 --target gpu_bench >> "$LOG" 2>&1 || { say "diag $n: BUILD FAILED"; RC=1; }
     done

@@ -59,6 +59,24 @@ def test_masks_that_are_not_lengths_say_why(mask, why):
     assert isinstance(got, str) and why in got, got
 
 
+def test_torch_masks_are_read_a_slab_of_rows_at_a_time(monkeypatch):
+    """A 720p joint mask is 1.3e10 entries: the sums run over slabs of rows (here a few rows
+    each), and give what one pass gives - lengths, a bias in a late slab, a non-prefix."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(vcattn.masks, "_CHUNK_ELEMENTS", 20)
+    L = vcattn.masks.Lengths
+    lens = vcattn.masks.lengths
+    assert lens(torch.from_numpy(joint([5, 7], 9)), 2, 3, 9, 9) == L([5, 7], [5, 7])
+    add = torch.from_numpy(np.where(joint([3, 8], 9), 0.0, -np.inf).astype(np.float32))
+    assert lens(add, 2, 3, 9, 9) == L([3, 8], [3, 8])
+    late = add.clone()
+    late[1, 0, 8, 0] = 0.5                               # only the last slab sees it
+    assert "a bias" in lens(late, 2, 3, 9, 9)
+    hole = torch.from_numpy(joint([6, 9], 9))
+    hole[1, 0, 7, 2] = False
+    assert "not a valid prefix" in lens(hole, 2, 3, 9, 9)
+
+
 def test_heads_with_different_masks_are_not_lengths():
     m = np.concatenate([joint([4], 9), joint([5], 9)], axis=1)  # (1, 2, 9, 9): two heads, two prefixes
     got = vcattn.masks.lengths(m, 1, 2, 9, 9)

@@ -141,30 +141,37 @@ def _from_sums(rows, cols, b, sq, skv):
     return Lengths(q, kv_lens)
 
 
-def _valid_torch(mask):
-    import torch
-
-    if mask.dtype == torch.bool:
-        return mask, None
-    if not mask.is_floating_point():
-        return None, _dtype_reason(mask)
-    valid = mask == 0
-    masked = torch.isneginf(mask)
-    if not bool(torch.all(valid | masked)):
-        return None, _BIAS
-    return valid, None
+# Elements of the mask read per step: a (B, 1, S, S) mask at HunyuanVideo 720p holds 1.3e10, and
+# a reduction over all of it at once makes int64 / bool temporaries of its full size (94 GiB).
+_CHUNK_ELEMENTS = 1 << 26
 
 
 def _read_torch(mask, b, sq, skv):
+    """Row and column sums of the valid entries, read a slab of query rows at a time (temporaries
+    of at most _CHUNK_ELEMENTS entries), with one host synchronization at the end."""
     import torch
 
-    valid, why = _valid_torch(mask)
-    if why:
-        return why
-    rows = valid.sum(dim=3, dtype=torch.int64)  # (B', H', Sq')
-    cols = valid.sum(dim=2, dtype=torch.int64)  # (B', H', Skv')
-    sums = torch.cat([rows, cols], dim=2).cpu().numpy()  # one host synchronization
-    return _per_head(sums[..., :rows.shape[2]], sums[..., rows.shape[2]:], b, sq, skv)
+    if mask.dtype != torch.bool and not mask.is_floating_point():
+        return _dtype_reason(mask)
+    bn, hn, sqn, skn = mask.shape
+    step = max(1, _CHUNK_ELEMENTS // max(1, bn * hn * skn))
+    rows = torch.empty((bn, hn, sqn), dtype=torch.int32, device=mask.device)
+    cols = torch.zeros((bn, hn, skn), dtype=torch.int32, device=mask.device)
+    bias = torch.zeros((), dtype=torch.bool, device=mask.device)  # any value but 0 / -inf
+    for i in range(0, sqn, step):
+        part = mask[:, :, i:i + step]
+        if part.dtype == torch.bool:
+            valid = part
+        else:
+            valid = part == 0
+            bias |= ~torch.all(valid | torch.isneginf(part))
+        counts = valid.to(torch.int32)
+        rows[:, :, i:i + step] = counts.sum(dim=3, dtype=torch.int32)
+        cols += counts.sum(dim=2, dtype=torch.int32)
+    sums = torch.cat([rows, cols, bias.to(torch.int32).expand(bn, hn, 1)], dim=2).cpu().numpy()
+    if sums[0, 0, -1]:
+        return _BIAS
+    return _per_head(sums[..., :sqn], sums[..., sqn:sqn + skn], b, sq, skv)
 
 
 def _per_head(rows, cols, b, sq, skv):
