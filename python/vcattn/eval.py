@@ -240,7 +240,7 @@ def _recommend(results, tolerance_db):
     fmt = lambda p: "exact" if p is None else f"{p:.2f} dB"  # noqa: E731
     ms = KERNEL_SPEED["kernel_ms"].get(pick)
     timed = "untimed" if ms is None else f"{ms:.1f} ms"
-    why = (f"{pick} ({fmt(psnr[pick])}): the fastest kernel (H200, {KERNEL_SPEED['date']}, kernel alone at "
+    why = (f"{pick} ({fmt(psnr[pick])}): the fastest kernel ({KERNEL_SPEED['device'].split(',')[0]}, {KERNEL_SPEED['date']}, kernel alone at "
            f"{tuple(KERNEL_SPEED['shape'])}: {timed}; vcattn/data/kernel_speed.json) within {tolerance_db:g} dB "
            f"of the best kernel method {best} ({fmt(psnr[best])})")
     faster = [m for m in ranked[:ranked.index(pick)]]
