@@ -188,6 +188,9 @@ typedef struct vcattn_method_config {
     vcattn_p_format p_format;
     int rowsum_from_quantized_p; /* l (and the restore's r) from quantized P; else FP32 P */
     vcattn_p_scale p_scale;      /* what each block's P is scaled against (0: the running max) */
+    int exact_keys;              /* V-Smooth only: per (batch, head) this many keys of largest V
+                                    norm (at most seq_kv / 16, at most 32) skip quantization and
+                                    are merged in FP32 (docs/method.md, "Exact keys"); 0 = none */
 } vcattn_method_config;
 
 /* The default method of the library, the CLI and Python: vsmooth-split-blockmax-8bit (fast,
@@ -624,10 +627,15 @@ vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, const void *w
  *            each twice (blocks past the last: 0) */
 typedef struct vcattn_gpu_layout {
     int64_t sq_pad, skv_pad;
+    int64_t exact_keys; /* per (batch, head) keys kept exact (exact_keys.h); 0 = none, and the
+                           three offsets below are unused */
     size_t q_codes, q_scale, q_km, k_codes, k_scale, k_mean, k_partial, v_codes, v_scale,
         v_mean, v_block_mean, v_amax, v_mean_tc,
         output_flag, /* u32: zeroed by the preprocessing, set by the kernel (vcattn_gpu_output_status) */
         direct_heads, /* u32 per (batch, head): which kernel (fast or DIRECT) runs the head */
+        key_norm,     /* f32 (B, H, seq_kv): the V norms the exact keys are ranked by */
+        key_order,    /* i32 (B, H, seq_kv): the order the call runs, the exact keys at its end */
+        lse_q,        /* f32 (B, H, seq_q): the quantized pass's LSE, when the caller asks none */
         total;
 } vcattn_gpu_layout;
 

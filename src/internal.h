@@ -98,6 +98,12 @@ void vc_workload_head_sinks(const vcattn_workload_params *p, int64_t b, int64_t 
 /* The checks of the *_rows calls: p as vcattn_attention_params_validate, except
  * that o's strides describe (B, H, n_rows, D); rows strictly ascending in
  * [0, seq_q). */
+/* exact_keys.c: one head's order with its n exact keys (largest V norm) at the end, the rest
+ * in the order of perm (NULL: sequence order); v: the head's first row, rows v_row_stride
+ * apart; norm: skv floats of scratch; out: skv entries. */
+void vc_exact_keys_order(const float *v, int64_t v_row_stride, int64_t skv, int64_t D, const int32_t *perm,
+                         int n, float *norm, int32_t *out);
+
 vcattn_status vc_rows_params_validate(const vcattn_attention_params *p, const int64_t *rows,
                                       int64_t n_rows);
 

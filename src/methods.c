@@ -11,7 +11,8 @@ typedef struct {
     int gpu_kernel;
 } vc_method_entry;
 
-#define VC_METHOD_ENTRY(id, name, qkf, qkg, sk, sq, vf, vs, pf, rq, ps, gpu) [id] = {name, {qkf, qkg, sk, sq, vf, vs, pf, rq, ps}, gpu},
+#define VC_METHOD_ENTRY(id, name, qkf, qkg, sk, sq, vf, vs, pf, rq, ps, ek, gpu) \
+    [id] = {name, {qkf, qkg, sk, sq, vf, vs, pf, rq, ps, ek}, gpu},
 static const vc_method_entry k_methods[VCATTN_METHOD_COUNT] = {VC_METHOD_LIST(VC_METHOD_ENTRY)};
 #undef VC_METHOD_ENTRY
 

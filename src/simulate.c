@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exact_keys.h"
 #include "numerics.h"
 #include "p_path.h"
 #include "simulate_internal.h"
@@ -42,6 +43,7 @@ static vcattn_status check_config(const vcattn_method_config *cfg) {
         return VCATTN_STATUS_INVALID_ARGUMENT;
     if (cfg->qk_format == VCATTN_QK_FORMAT_NVFP4 && cfg->qk_granularity != VCATTN_QK_GRANULARITY_BLOCK)
         return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (cfg->exact_keys < 0 || cfg->exact_keys > VC_EXACT_KEYS_MAX) return VCATTN_STATUS_INVALID_ARGUMENT;
     return VCATTN_STATUS_SUCCESS;
 }
 
@@ -129,13 +131,20 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
     c.sml2e = R(&c, vc_softmax_scale(p) * LOG2E);
 
     int want_tv = extra && extra->row_tv;
-    int64_t nblk = (p->seq_kv + VC_BLOCK_K - 1) / VC_BLOCK_K;
+    int64_t nblk = (p->seq_kv + VC_BLOCK_K - 1) / VC_BLOCK_K; /* enough for the quantized pass */
     c.scratch_doubles = vc_sim_tile_scratch_doubles(p->head_dim, nblk, want_tv, c.task_sources);
     c.scratch = (double **)calloc((size_t)workers, sizeof(double *));
     unsigned char *seen = config->v_smooth && perm ? (unsigned char *)malloc((size_t)p->seq_kv) : NULL;
-    if (!c.scratch || (config->v_smooth && perm && !seen)) {
+    /* the exact keys (exact_keys.h): each head's order with them at its end */
+    const int n_exact = vc_exact_keys_count(config->exact_keys, config->v_smooth, p->seq_kv);
+    int32_t *order = n_exact ? (int32_t *)malloc(sizeof(int32_t) * (size_t)p->seq_kv) : NULL;
+    float *norm = n_exact ? (float *)malloc(sizeof(float) * (size_t)p->seq_kv) : NULL;
+    c.skv = p->seq_kv - n_exact;
+    if (!c.scratch || (config->v_smooth && perm && !seen) || (n_exact && (!order || !norm))) {
         free(c.scratch);
         free(seen);
+        free(order);
+        free(norm);
         free(c.task_first);
         return VCATTN_STATUS_OUT_OF_MEMORY;
     }
@@ -149,7 +158,7 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
             c.b = b;
             c.h = h;
             sim_derive(&c, head_exact && head_exact[b * p->heads + h] ? &exact_cfg : config);
-            if ((st = vc_sim_head_data_alloc(&c.hd, p->seq_kv, p->head_dim))) break;
+            if ((st = vc_sim_head_data_alloc(&c.hd, c.skv, p->head_dim))) break;
             if (config->v_smooth && perm) {
                 c.hd.perm = perm + (b * p->heads + h) * p->seq_kv;
                 if (!perm_is_valid(c.hd.perm, p->seq_kv, seen)) {
@@ -157,6 +166,13 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
                     vc_sim_head_data_free(&c.hd);
                     break;
                 }
+            }
+            if (n_exact) {
+                vc_exact_keys_order(vc_row(p->v, p->v_stride, b, h, 0), p->v_stride[2], p->seq_kv, p->head_dim,
+                                    c.hd.perm, n_exact, norm, order);
+                c.hd.perm = order;
+                c.hd.exact_tok = order + c.skv;
+                c.hd.n_exact = n_exact;
             }
             c.q_nvfp4_scale = config->qk_format == VCATTN_QK_FORMAT_NVFP4 ? vc_sim_q_nvfp4_tensor_scale(&c) : 1.0f;
             c.q_exp = config->qk_format == VCATTN_QK_FORMAT_NVFP4 ? ilogbf(c.q_nvfp4_scale) : 0;
@@ -170,6 +186,8 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
     for (int w = 0; w < workers; ++w) free(c.scratch[w]);
     free(c.scratch);
     free(seen);
+    free(order);
+    free(norm);
     free(c.task_first);
     return st;
 }

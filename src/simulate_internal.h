@@ -41,6 +41,8 @@ typedef struct {
                           P_q times the exact V (o_pq_v) stays finite too */
     double kmean[128]; /* K channel mean (0 without K smoothing) */
     const int32_t *perm; /* permuted position -> original token, NULL = identity */
+    const int32_t *exact_tok; /* the n_exact tokens that skip quantization (exact_keys.h) */
+    int n_exact;
 } head_data;
 
 typedef struct {
@@ -49,6 +51,7 @@ typedef struct {
     vcattn_sim_outputs *extra;
     head_data hd;
     int64_t b, h;
+    int64_t skv; /* keys of the quantized pass: seq_kv less the head's exact keys */
     int64_t tiles;
     int fp32_pipeline;   /* round per-score quantities like the kernel does */
     int restore_group;   /* the V-Smooth means restored eight blocks at a time (the

@@ -105,17 +105,17 @@ void vc_sim_prepare_k(sim_ctx *c) {
     const vcattn_attention_params *p = c->p;
     const vcattn_method_config *cfg = c->cfg;
     head_data *hd = &c->hd;
-    const int64_t D = p->head_dim, Skv = p->seq_kv;
+    const int64_t D = p->head_dim, Skv = c->skv;
 
-    /* K smoothing: the channel mean over all tokens (softmax is shift-invariant
-     * per row; the LSE gets q . mean back in the epilogue) */
+    /* K smoothing: the channel mean over all tokens, the exact keys' too (softmax is
+     * shift-invariant per row; the LSE gets q . mean back in the epilogue) */
     for (int64_t d = 0; d < D; ++d) hd->kmean[d] = 0.0;
     if (cfg->smooth_k) {
-        for (int64_t j = 0; j < Skv; ++j) {
+        for (int64_t j = 0; j < p->seq_kv; ++j) {
             const float *k = vc_row(p->k, p->k_stride, c->b, c->h, j);
             for (int64_t d = 0; d < D; ++d) hd->kmean[d] += k[d];
         }
-        for (int64_t d = 0; d < D; ++d) hd->kmean[d] = (double)(float)(hd->kmean[d] / (double)Skv);
+        for (int64_t d = 0; d < D; ++d) hd->kmean[d] = (double)(float)(hd->kmean[d] / (double)p->seq_kv);
     }
     for (int64_t j = 0; j < Skv; ++j) {
         const float *k = vc_row(p->k, p->k_stride, c->b, c->h, orig_token(hd, j));
@@ -147,7 +147,7 @@ void vc_sim_prepare_v(sim_ctx *c) {
     const vcattn_attention_params *p = c->p;
     const vcattn_method_config *cfg = c->cfg;
     head_data *hd = &c->hd;
-    const int64_t D = p->head_dim, Skv = p->seq_kv;
+    const int64_t D = p->head_dim, Skv = c->skv;
 
     for (int64_t j = 0; j < Skv; ++j) {
         const float *v = vc_row(p->v, p->v_stride, c->b, c->h, orig_token(hd, j));

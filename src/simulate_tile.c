@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exact_keys.h"
 #include "numerics.h"
 #include "simulate_internal.h"
 
@@ -65,7 +66,7 @@ VC_HOT_LOOPS static double row_total_variation(const sim_ctx *c, int64_t row, co
                                                const double *mstore, double m_final, double l) {
     const vcattn_attention_params *p = c->p;
     const head_data *hd = &c->hd;
-    const int64_t D = p->head_dim, Skv = p->seq_kv;
+    const int64_t D = p->head_dim, Skv = c->skv;
     const float *q = vc_row(p->q, p->q_stride, c->b, c->h, row);
     double scale = vc_softmax_scale(p), mx = -INFINITY, sum = 0.0, tv = 0.0;
     double *s = (double *)malloc(sizeof(double) * (size_t)Skv);
@@ -139,7 +140,7 @@ TILE_STEP void task_load_q(const sim_ctx *c, const task_rows *tr, const tile_scr
                            float *qscale) {
     const vcattn_method_config *cfg = c->cfg;
     const head_data *hd = &c->hd;
-    const int64_t D = c->p->head_dim, Skv = c->p->seq_kv;
+    const int64_t D = c->p->head_dim, Skv = c->skv;
     for (int64_t si = 0; si < tr->nsrc; ++si) {
         const int64_t q0 = tr->src_tile[si] * VC_TILE_Q;
         float *delta = t->delta + si * keys;
@@ -448,7 +449,39 @@ TILE_STEP void quad_finish(const sim_ctx *c, const tile_scratch *t, int64_t nsel
     }
 }
 
-/* The epilogue: normalize, channel scale, LSE, and the optional outputs. */
+/* The exact keys' part of one row (exact_keys.h): FP32 scores in log2 units in the order
+ * of hd->exact_tok, their max *m2, sum *l and u[d] = sum_j 2^(s_j - m2) v_j[d].  Returns 0
+ * when a score or sum is not finite. */
+static int exact_keys_part(const sim_ctx *c, int64_t row, float *m2, float *l, float *u) {
+    const vcattn_attention_params *p = c->p;
+    const head_data *hd = &c->hd;
+    const int64_t D = p->head_dim;
+    const float *q = vc_row(p->q, p->q_stride, c->b, c->h, row);
+    const float c0 = (float)c->sml2e;
+    float s[VC_EXACT_KEYS_MAX], mx = -INFINITY, sum = 0.0f;
+    for (int j = 0; j < hd->n_exact; ++j) {
+        const float *k = vc_row(p->k, p->k_stride, c->b, c->h, hd->exact_tok[j]);
+        float dot = 0.0f;
+        for (int64_t d = 0; d < D; ++d) dot = fmaf(q[d], k[d], dot);
+        s[j] = dot * c0;
+        mx = fmaxf(mx, s[j]);
+    }
+    for (int64_t d = 0; d < D; ++d) u[d] = 0.0f;
+    for (int j = 0; j < hd->n_exact; ++j) {
+        const float pj = exp2f(s[j] - mx);
+        const float *v = vc_row(p->v, p->v_stride, c->b, c->h, hd->exact_tok[j]);
+        sum += pj;
+        for (int64_t d = 0; d < D; ++d) u[d] = fmaf(pj, v[d], u[d]);
+    }
+    *m2 = mx;
+    *l = sum;
+    int finite = isfinite(mx) && isfinite(sum);
+    for (int64_t d = 0; d < D; ++d) finite &= isfinite(u[d]);
+    return finite;
+}
+
+/* The epilogue: normalize, channel scale, LSE, the exact keys' merge, and the optional
+ * outputs. */
 TILE_STEP void tile_epilogue(sim_ctx *c, const tile_scratch *t, const task_rows *tr, const double *m,
                              const double *l, int want_tv, int64_t keys) {
     const vcattn_attention_params *p = c->p;
@@ -459,38 +492,54 @@ TILE_STEP void tile_epilogue(sim_ctx *c, const tile_scratch *t, const task_rows 
         float *out = p->o + c->b * p->o_stride[0] + c->h * p->o_stride[1] + orw * p->o_stride[2];
         double inv_l = 1.0 / l[i];
         int finite = l[i] > 0.0 && isfinite(inv_l);
-        for (int64_t d = 0; d < D; ++d) {
-            out[d] = (float)(t->o[i * D + d] * inv_l * hd->chan_scale[d]);
-            finite &= isfinite(out[d]);
-        }
-        if (!finite) atomic_store(&c->overflow, 1); /* never garbage silently */
-        if (c->extra && c->extra->o_f64) {
-            double *od = c->extra->o_f64 + ((c->b * p->heads + c->h) * Nout + orw) * D;
-            for (int64_t d = 0; d < D; ++d) od[d] = t->o[i * D + d] * inv_l * hd->chan_scale[d];
-        }
-        if (c->extra && c->extra->o_pq_v) {
-            float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Nout + orw) * D;
-            const double vs = ldexp(1.0, hd->ve_shift);
-            int oe_finite = 1;
-            for (int64_t d = 0; d < D; ++d) {
-                oe[d] = (float)(t->oe[i * D + d] * inv_l * vs);
-                oe_finite &= isfinite(oe[d]);
-            }
-            /* P_q V beyond FP32 (V within a few percent of FLT_MAX): refused like o */
-            if (!oe_finite) atomic_store(&c->overflow, 1);
-        }
-        if (p->lse) {
+        float lse = 0.0f;
+        if (p->lse || hd->n_exact) {
             /* K smoothing shifted every score of the row by -q.mean(k): add it back */
             const float *q = vc_row(p->q, p->q_stride, c->b, c->h, row);
             double qk = 0.0;
             for (int64_t d = 0; d < D; ++d) qk += (double)q[d] * hd->kmean[d];
             double lse2 = m[i] + log2(l[i]) - c->lse_log2_bias;
-            const float lse = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
+            lse = (float)(lse2 * LN2 + qk * vc_softmax_scale(p));
             /* K smoothing keeps the scores in range while q.mean(k) itself may not be:
              * an LSE beyond FP32 is refused like an output */
-            if (!isfinite(lse)) atomic_store(&c->overflow, 1);
-            p->lse[(c->b * p->heads + c->h) * Nout + orw] = lse;
+            finite &= isfinite(lse);
         }
+        /* the exact keys: the quantized pass's output and LSE merged with theirs */
+        vc_exact_merge mg = {1.0f, 0.0f, lse};
+        float u[128];
+        if (hd->n_exact) {
+            float m2, lx;
+            finite &= exact_keys_part(c, row, &m2, &lx, u);
+            mg = vc_exact_merge_of(lse, m2, lx);
+            finite &= isfinite(mg.lse);
+        }
+        for (int64_t d = 0; d < D; ++d) {
+            const float oq = (float)(t->o[i * D + d] * inv_l * hd->chan_scale[d]);
+            out[d] = hd->n_exact ? vc_exact_merge_out(mg, oq, u[d]) : oq;
+            finite &= isfinite(out[d]);
+        }
+        if (!finite) atomic_store(&c->overflow, 1); /* never garbage silently */
+        if (c->extra && c->extra->o_f64) {
+            double *od = c->extra->o_f64 + ((c->b * p->heads + c->h) * Nout + orw) * D;
+            for (int64_t d = 0; d < D; ++d) {
+                const double oq = t->o[i * D + d] * inv_l * hd->chan_scale[d];
+                od[d] = hd->n_exact ? (double)mg.w_q * oq + (double)mg.w_e * u[d] : oq;
+            }
+        }
+        if (c->extra && c->extra->o_pq_v) {
+            /* the exact keys' P and V are exact: their part is u */
+            float *oe = c->extra->o_pq_v + ((c->b * p->heads + c->h) * Nout + orw) * D;
+            const double vs = ldexp(1.0, hd->ve_shift);
+            int oe_finite = 1;
+            for (int64_t d = 0; d < D; ++d) {
+                const float oq = (float)(t->oe[i * D + d] * inv_l * vs);
+                oe[d] = hd->n_exact ? vc_exact_merge_out(mg, oq, u[d]) : oq;
+                oe_finite &= isfinite(oe[d]);
+            }
+            /* P_q V beyond FP32 (V within a few percent of FLT_MAX): refused like o */
+            if (!oe_finite) atomic_store(&c->overflow, 1);
+        }
+        if (p->lse) p->lse[(c->b * p->heads + c->h) * Nout + orw] = mg.lse;
         if (want_tv && orw % c->extra->tv_row_stride == 0) {
             /* ceil(Nout / stride) without Nout + stride, which overflows for a huge stride */
             int64_t nsamp = (Nout - 1) / c->extra->tv_row_stride + 1;
@@ -504,7 +553,7 @@ VC_HOT_LOOPS void vc_sim_tile_task(void *vctx, int64_t task, int worker) {
     sim_ctx *c = (sim_ctx *)vctx;
     const vcattn_method_config *cfg = c->cfg;
     const head_data *hd = &c->hd;
-    const int64_t D = c->p->head_dim, Skv = c->p->seq_kv;
+    const int64_t D = c->p->head_dim, Skv = c->skv;
     task_rows tr;
     task_rows_select(c, task, &tr);
     const int64_t nsel = tr.nsel;

@@ -218,7 +218,7 @@ TEST(score_overflow_is_a_clear_status) {
     }
     const vcattn_method_config exact = {VCATTN_QK_FORMAT_FP32, VCATTN_QK_GRANULARITY_BLOCK, 0, 0,
                                         VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0,
-                                        VCATTN_P_SCALE_RUNNING_MAX};
+                                        VCATTN_P_SCALE_RUNNING_MAX, 0};
     CHECK_STATUS(vcattn_simulate_attention(&p, &exact, NULL, NULL), VCATTN_STATUS_SUCCESS);
     CHECK(rel_l2(ref, out, nq) < 1e-6);
     CHECK(strstr(vcattn_status_string(VCATTN_STATUS_SCORE_OVERFLOW), "overflow float32") != NULL);
@@ -241,6 +241,7 @@ TEST(expcast_large_scores_stay_finite) {
     vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_8BIT, &e4m3);
     vcattn_method_config_get(VCATTN_METHOD_VSMOOTH_EXPCAST_8BIT, &ec);
     test_config_get(TEST_CONFIG_EXPCAST_TAIL, &tail);
+    e4m3.exact_keys = ec.exact_keys = 0; /* the P paths alone, like the retired tail config */
     p.o = o1;
     CHECK_STATUS(vcattn_simulate_attention(&p, &e4m3, NULL, NULL), VCATTN_STATUS_SUCCESS);
     const vcattn_method_config *cfgs[2] = {&ec, &tail};
@@ -417,7 +418,7 @@ TEST(reference_scores_beyond_fp64_are_a_clear_status) {
     /* the simulation's FP64 path and every method say the same */
     const vcattn_method_config exact = {VCATTN_QK_FORMAT_FP32, VCATTN_QK_GRANULARITY_BLOCK, 0, 0,
                                         VCATTN_V_FORMAT_FP32, 0, VCATTN_P_FORMAT_FP32, 0,
-                                        VCATTN_P_SCALE_RUNNING_MAX};
+                                        VCATTN_P_SCALE_RUNNING_MAX, 0};
     CHECK_STATUS(vcattn_simulate_attention(&p, &exact, NULL, NULL), VCATTN_STATUS_SCORE_OVERFLOW);
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) {
         vcattn_method_config cfg;

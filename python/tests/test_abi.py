@@ -23,10 +23,10 @@ def test_attention_params_layout():
 
 
 def test_gpu_layout_mirror():
-    """vcattn_gpu_layout: two int64 then 16 size_t offsets (the Python side reads output_flag)."""
-    assert ctypes.sizeof(_lib.GpuLayout) == 2 * 8 + 16 * ctypes.sizeof(ctypes.c_size_t)
+    """vcattn_gpu_layout: three int64 then 19 size_t offsets (the Python side reads output_flag)."""
+    assert ctypes.sizeof(_lib.GpuLayout) == 3 * 8 + 19 * ctypes.sizeof(ctypes.c_size_t)
     names = [f[0] for f in _lib.GpuLayout._fields_]
-    assert names[-3:] == ["output_flag", "direct_heads", "total"]
+    assert names[-6:] == ["output_flag", "direct_heads", "key_norm", "key_order", "lse_q", "total"]
 
 
 def test_kmeans_params_layout():
@@ -44,7 +44,9 @@ def test_method_config_layout():
     assert lib.vcattn_method_config_get(6, ctypes.byref(c)) == 0  # vsmooth-blockmax-8bit
     assert (c.p_format, c.p_scale, c.v_smooth) == (1, 1, 1)
     assert lib.vcattn_method_config_get(7, ctypes.byref(c)) == 0  # vsmooth-split-blockmax-8bit
-    assert (c.p_format, c.p_scale, c.v_smooth) == (5, 1, 1)
+    assert (c.p_format, c.p_scale, c.v_smooth, c.exact_keys) == (5, 1, 1, 16)
+    assert lib.vcattn_method_config_get(1, ctypes.byref(c)) == 0  # sage2-8bit: no exact keys
+    assert c.exact_keys == 0
     assert lib.vcattn_method_config_get(8, ctypes.byref(c)) != 0  # past the last method
     assert lib.vcattn_method_default() == 7 and lib.vcattn_method_has_kernel(7) == 1
 

@@ -160,7 +160,7 @@ class MethodConfig(ctypes.Structure):
         ("smooth_k", ctypes.c_int), ("smooth_q", ctypes.c_int),
         ("v_format", ctypes.c_int), ("v_smooth", ctypes.c_int),
         ("p_format", ctypes.c_int), ("rowsum_from_quantized_p", ctypes.c_int),
-        ("p_scale", ctypes.c_int),
+        ("p_scale", ctypes.c_int), ("exact_keys", ctypes.c_int),
     ]
 
 
@@ -212,10 +212,11 @@ class GpuParams(ctypes.Structure):  # vcattn_gpu_params
 
 
 class GpuLayout(ctypes.Structure):  # vcattn_gpu_layout
-    _fields_ = [("sq_pad", c_i64), ("skv_pad", c_i64)] + [
+    _fields_ = [("sq_pad", c_i64), ("skv_pad", c_i64), ("exact_keys", c_i64)] + [
         (name, ctypes.c_size_t) for name in (
             "q_codes", "q_scale", "q_km", "k_codes", "k_scale", "k_mean", "k_partial", "v_codes", "v_scale",
-            "v_mean", "v_block_mean", "v_amax", "v_mean_tc", "output_flag", "direct_heads", "total")]
+            "v_mean", "v_block_mean", "v_amax", "v_mean_tc", "output_flag", "direct_heads", "key_norm",
+            "key_order", "lse_q", "total")]
 
 
 class GpuKmeansParams(ctypes.Structure):  # vcattn_gpu_kmeans_params

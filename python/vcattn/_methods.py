@@ -78,4 +78,5 @@ def method_config(method: str) -> dict:
     return dict(qk_format=_QK_FORMATS[c.qk_format], qk_granularity=_QK_GRAN[c.qk_granularity],
                 smooth_k=bool(c.smooth_k), smooth_q=bool(c.smooth_q), v_format=_V_FORMATS[c.v_format],
                 v_smooth=bool(c.v_smooth), p_format=_P_FORMATS[c.p_format],
-                rowsum_from_quantized_p=bool(c.rowsum_from_quantized_p), p_scale=_P_SCALES[c.p_scale])
+                rowsum_from_quantized_p=bool(c.rowsum_from_quantized_p), p_scale=_P_SCALES[c.p_scale],
+                exact_keys=int(c.exact_keys))

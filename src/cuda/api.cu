@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "exact_keys.h"
 #include "gpu_common.cuh"
 #include "lengths.h"
 #include "numerics.h"
@@ -23,6 +24,13 @@ static int vc_path_of(const vcattn_gpu_params *p) {
     if (!vcattn_method_has_kernel(p->method) || vcattn_method_config_get(p->method, &cfg)) return -1;
     if (p->v_smooth_off) cfg.v_smooth = 0;
     return VC_P_PATH_OF(cfg);
+}
+
+/* The call's exact keys per (batch, head) (src/exact_keys.h): none without V-Smooth. */
+static int vc_exact_keys_of(const vcattn_gpu_params *p) {
+    vcattn_method_config cfg;
+    if (vcattn_method_config_get(p->method, &cfg)) return 0;
+    return vc_exact_keys_count(cfg.exact_keys, cfg.v_smooth && !p->v_smooth_off, p->seq_kv);
 }
 
 /* The P path of vcattn_method_exact_p (the exp path against the same scale), -1 if none. */
@@ -123,19 +131,22 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
         if ((s = vc_len_layout(p, &R, L))) return s;
         size_t *fields[] = {&L->q_codes, &L->q_scale, &L->q_km, &L->k_codes, &L->k_scale, &L->k_mean,
                             &L->k_partial, &L->v_codes, &L->v_scale, &L->v_mean, &L->v_block_mean,
-                            &L->v_amax, &L->v_mean_tc, &L->direct_heads};
+                            &L->v_amax, &L->v_mean_tc, &L->direct_heads, &L->key_norm, &L->key_order,
+                            &L->lse_q};
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) *fields[i] += R.base;
         L->output_flag = 0;
         L->total = R.base + (size_t)p->batch * R.stride;
         return VCATTN_STATUS_SUCCESS;
     }
     const size_t BH = (size_t)(p->batch * p->heads);
-    const int64_t sq_pad = vc_round_up(p->seq_q, VC_TILE_Q), skv_pad = vc_round_up(p->seq_kv, VC_BLOCK_K);
+    const int n_exact = vc_exact_keys_of(p); /* the quantized pass runs the other keys */
+    const int64_t sq_pad = vc_round_up(p->seq_q, VC_TILE_Q), skv_pad = vc_round_up(p->seq_kv - n_exact, VC_BLOCK_K);
     const size_t nkb = (size_t)(skv_pad / VC_BLOCK_K);
     const size_t nchunk = (size_t)((p->seq_kv + VC_GPU_KMEAN_CHUNK - 1) / VC_GPU_KMEAN_CHUNK);
     memset(L, 0, sizeof *L);
     L->sq_pad = sq_pad;
     L->skv_pad = skv_pad;
+    L->exact_keys = n_exact;
     size_t off = 0;
 #define VC_CARVE(field, bytes) do { L->field = off; off = vc_align256(off + (bytes)); } while (0)
     VC_CARVE(q_codes, BH * (size_t)sq_pad * VC_GPU_DPAD);
@@ -154,6 +165,11 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
     VC_CARVE(v_mean_tc, BH * (size_t)(2 * ((nkb + 7) / 8)) * VC_GPU_DPAD * 16);
     VC_CARVE(output_flag, sizeof(unsigned));
     VC_CARVE(direct_heads, BH * sizeof(unsigned));
+    if (n_exact) {
+        VC_CARVE(key_norm, BH * (size_t)p->seq_kv * sizeof(float));
+        VC_CARVE(key_order, BH * (size_t)p->seq_kv * sizeof(int32_t));
+        VC_CARVE(lse_q, BH * (size_t)p->seq_q * sizeof(float));
+    }
 #undef VC_CARVE
     L->total = off;
     return VCATTN_STATUS_SUCCESS;
@@ -194,6 +210,32 @@ static double vc_sm(const vcattn_gpu_params *p) {
     return p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
 }
 
+/* The exact keys' kernels' arguments of one problem (L.exact_keys > 0). */
+static vc_exact_args vc_exact_args_of(const vcattn_gpu_params *p, uint8_t *w, const vcattn_gpu_layout &L) {
+    vc_exact_args x;
+    memset(&x, 0, sizeof x);
+    x.q = p->q;
+    x.k = p->k;
+    x.v = p->v;
+    x.o = p->o;
+    memcpy(x.q_stride, p->q_stride, sizeof x.q_stride);
+    memcpy(x.k_stride, p->k_stride, sizeof x.k_stride);
+    memcpy(x.v_stride, p->v_stride, sizeof x.v_stride);
+    memcpy(x.o_stride, p->o_stride, sizeof x.o_stride);
+    x.perm = p->perm;
+    x.order = (int32_t *)(w + L.key_order);
+    x.norm = (float *)(w + L.key_norm);
+    x.lse = p->lse ? p->lse : (float *)(w + L.lse_q);
+    x.H = (int)p->heads;
+    x.S = (int)p->seq_kv;
+    x.Sq = (int)p->seq_q;
+    x.D = (int)p->head_dim;
+    x.n = (int)L.exact_keys;
+    x.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
+    x.output_flag = (unsigned *)(w + L.output_flag);
+    return x;
+}
+
 /* One problem's preprocessing into workspace w laid out as L (the flag is not touched). */
 static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, const vcattn_gpu_layout &L,
                                        cudaStream_t stream) {
@@ -208,9 +250,11 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
     memcpy(a.v_stride, p->v_stride, sizeof a.v_stride);
     a.v_smooth = VC_PP_V_SMOOTH(pp);
     a.perm = a.v_smooth ? p->perm : NULL; /* sage2 ignores the plan, as the simulation does */
+    a.perm_stride = p->seq_kv;
     a.H = (int)p->heads;
     a.Sq = (int)p->seq_q;
-    a.Skv = (int)p->seq_kv;
+    a.Skv = (int)(p->seq_kv - L.exact_keys);
+    a.Sk_all = (int)p->seq_kv;
     a.D = (int)p->head_dim;
     a.sq_pad = (int)L.sq_pad;
     a.skv_pad = (int)L.skv_pad;
@@ -219,7 +263,7 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
     a.sm = (float)vc_sm(p);
     a.q_codes = (int8_t *)(w + L.q_codes);
     a.q_scale = (float *)(w + L.q_scale);
-    a.q_km = p->lse ? (float *)(w + L.q_km) : NULL;
+    a.q_km = p->lse || L.exact_keys ? (float *)(w + L.q_km) : NULL; /* the LSE's q . mean */
     a.k_codes = (int8_t *)(w + L.k_codes);
     a.k_scale = (float *)(w + L.k_scale);
     a.k_mean = (float *)(w + L.k_mean);
@@ -230,7 +274,15 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
     a.v_mean_tc = (uint4 *)(w + L.v_mean_tc);
     a.v_block_mean = (float *)(w + L.v_block_mean);
     a.v_amax = (float *)(w + L.v_amax);
-    cudaError_t e = vc_prep_launch(a, (int)(p->batch * p->heads), p->input_dtype == VCATTN_GPU_DTYPE_BF16, stream);
+    const int bf16 = p->input_dtype == VCATTN_GPU_DTYPE_BF16;
+    if (L.exact_keys) {
+        /* the order with the exact keys at its end; the quantized pass reads it */
+        vc_exact_args x = vc_exact_args_of(p, w, L);
+        if (vc_exact_order_launch(x, (int)(p->batch * p->heads), bf16, stream) != cudaSuccess)
+            return VCATTN_STATUS_CUDA_ERROR;
+        a.perm = x.order;
+    }
+    cudaError_t e = vc_prep_launch(a, (int)(p->batch * p->heads), bf16, stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 
@@ -299,7 +351,7 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     memset(&a, 0, sizeof a);
     a.q_codes = (const int8_t *)(w + L.q_codes);
     a.q_scale = (const float *)(w + L.q_scale);
-    a.q_km = p->lse ? (const float *)(w + L.q_km) : NULL;
+    a.q_km = p->lse || L.exact_keys ? (const float *)(w + L.q_km) : NULL;
     a.k_codes = (const int8_t *)(w + L.k_codes);
     a.k_scale = (const float *)(w + L.k_scale);
     a.v_codes = w + L.v_codes;
@@ -308,10 +360,10 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     a.v_mean_tc = (const uint4 *)(w + L.v_mean_tc);
     a.o = p->o;
     memcpy(a.o_stride, p->o_stride, sizeof a.o_stride);
-    a.lse = p->lse;
+    a.lse = p->lse ? p->lse : L.exact_keys ? (float *)(w + L.lse_q) : NULL; /* the merge reads it */
     a.H = (int)p->heads;
     a.Sq = (int)p->seq_q;
-    a.Skv = (int)p->seq_kv;
+    a.Skv = (int)(p->seq_kv - L.exact_keys);
     a.D = (int)p->head_dim;
     a.sq_pad = (int)L.sq_pad;
     a.skv_pad = (int)L.skv_pad;
@@ -324,6 +376,11 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     const int BH = (int)(p->batch * p->heads);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
     cudaError_t e = vc_attn_launch(a, BH, vc_path_of(p), vc_exact_path_of(p->method), bf16, stream);
+    if (e == cudaSuccess && L.exact_keys) {
+        vc_exact_args x = vc_exact_args_of(p, (uint8_t *)w, L);
+        x.output_flag = flag;
+        e = vc_exact_merge_launch(x, BH, p->input_dtype == VCATTN_GPU_DTYPE_BF16, bf16, stream);
+    }
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 

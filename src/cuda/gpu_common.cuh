@@ -16,8 +16,11 @@
 struct vc_prep_args {
     const void *q, *k, *v;
     int64_t q_stride[3], k_stride[3], v_stride[3];
-    const int32_t *perm; /* NULL: identity */
-    int H, Sq, Skv, D, sq_pad, skv_pad, nkb, nchunk;
+    const int32_t *perm; /* NULL: identity; head bh's order at perm + bh * perm_stride */
+    int64_t perm_stride;
+    /* Skv: keys of the quantized pass (the first Skv of the order); Sk_all: every key, what
+     * the K mean runs over (more than Skv when the method keeps exact keys, exact_keys.h) */
+    int H, Sq, Skv, Sk_all, D, sq_pad, skv_pad, nkb, nchunk;
     int v_smooth;
     float sm;            /* softmax scale (for q . km) */
     int8_t *q_codes;
@@ -55,6 +58,22 @@ struct vc_attn_args {
     const uint8_t *head_exact;    /* the caller's per-head exact-P flags, NULL = none */
     unsigned head_gate;           /* the bit 1 of the heads this launch runs (kernel.cu) */
 };
+
+/* Arguments of the exact keys' kernels (exact_keys.cu, src/exact_keys.h). */
+struct vc_exact_args {
+    const void *q, *k, *v;
+    void *o;
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+    const int32_t *perm; /* the plan's order (B, H, S), NULL = sequence order */
+    int32_t *order;      /* (B, H, S): the order the call runs, the n exact keys last */
+    float *norm;         /* (B, H, S) scratch: the rank norms */
+    float *lse;          /* (B, H, Sq): the quantized pass's LSE in, the merged LSE out */
+    int H, S, Sq, D, n;
+    float c0;            /* (float)(softmax scale * log2 e), the attention kernel's */
+    unsigned *output_flag;
+};
+cudaError_t vc_exact_order_launch(const vc_exact_args &a, int BH, int bf16, cudaStream_t s);
+cudaError_t vc_exact_merge_launch(const vc_exact_args &a, int BH, int in_bf16, int out_bf16, cudaStream_t s);
 
 /* direct_heads.cu: fills a.direct_heads (written by this launch, read by the kernels behind it) */
 #define VC_HEAD_DIRECT 1u /* a.direct_heads: the two-rounding P */

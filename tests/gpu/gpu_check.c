@@ -23,6 +23,7 @@
 #include "gpu_inputs.h"
 #include "numerics.h"
 #include "vcattn.h"
+#include "vcattn_research.h"
 
 /* GPU output -> float (B,H,Sq,D) contiguous */
 /* FNV-1a of a buffer: the check lines carry a hash of the GPU outputs so that
@@ -63,9 +64,23 @@ static long check_codes(const shape_t *s, const inputs_t *in, vcattn_method m, c
     float *ksm = (float *)calloc((size_t)(skp * D), sizeof(float));
     float *x = (float *)calloc((size_t)(skp * D), sizeof(float));
     double *mu = (double *)calloc((size_t)(nkb * D), sizeof(double));
+    /* the exact keys: the GPU's order must be the CPU's, bit for bit; the codes then cover
+     * the first Sm keys of it */
+    const int64_t nx = L.exact_keys, Sm = Skv - nx;
+    int32_t *order = NULL;
+    if (nx) {
+        vcattn_method_config cfg;
+        int n_cpu = 0;
+        VK(vcattn_method_config_get(m, &cfg));
+        order = (int32_t *)malloc(sizeof(int32_t) * (size_t)(s->B * s->H * Skv));
+        VK(vcattn_exact_keys_permutation(&cfg, s->B, s->H, Skv, D, in->v, in->perm, order, &n_cpu));
+        const int32_t *got = (const int32_t *)(ws + L.key_order);
+        n++; bad += n_cpu != nx;
+        for (int64_t i = 0; i < s->B * s->H * Skv; ++i) { n++; bad += got[i] != order[i]; }
+    }
     for (int64_t bh = 0; bh < s->B * s->H; ++bh) {
         const float *k = in->k + bh * Skv * D, *v = in->v + bh * Skv * D, *q = in->q + bh * Sq * D;
-        const int32_t *perm = vs && in->perm ? in->perm + bh * Skv : NULL;
+        const int32_t *perm = order ? order + bh * Skv : vs && in->perm ? in->perm + bh * Skv : NULL;
         float km[128];
         for (int64_t d = 0; d < D; ++d) {
             double t = 0.0;
@@ -73,7 +88,7 @@ static long check_codes(const shape_t *s, const inputs_t *in, vcattn_method m, c
             km[d] = (float)(t / (double)Skv);
         }
         memset(ksm, 0, sizeof(float) * (size_t)(skp * D));
-        for (int64_t j = 0; j < Skv; ++j)
+        for (int64_t j = 0; j < Sm; ++j)
             for (int64_t d = 0; d < D; ++d) ksm[j * D + d] = k[(perm ? perm[j] : j) * D + d] - km[d];
         const int8_t *kc = (const int8_t *)(ws + L.k_codes) + bh * skp * 128;
         const float *ksc = (const float *)(ws + L.k_scale) + bh * nkb * 4;
@@ -116,10 +131,10 @@ static long check_codes(const shape_t *s, const inputs_t *in, vcattn_method m, c
                 }
         /* V */
         memset(x, 0, sizeof(float) * (size_t)(skp * D));
-        for (int64_t j = 0; j < Skv; ++j)
+        for (int64_t j = 0; j < Sm; ++j)
             for (int64_t d = 0; d < D; ++d) x[j * D + d] = v[(perm ? perm[j] : j) * D + d];
         for (int64_t kb = 0; kb < nkb; ++kb) {
-            int64_t j0 = kb * 128, j1 = j0 + 128 < Skv ? j0 + 128 : Skv;
+            int64_t j0 = kb * 128, j1 = j0 + 128 < Sm ? j0 + 128 : Sm;
             for (int64_t d = 0; d < D; ++d) {
                 double t = 0.0;
                 if (vs) for (int64_t j = j0; j < j1; ++j) t += x[j * D + d];
@@ -132,12 +147,12 @@ static long check_codes(const shape_t *s, const inputs_t *in, vcattn_method m, c
         const float *vm = (const float *)(ws + L.v_mean) + bh * nkb * 128;
         for (int64_t d = 0; d < D; ++d) {
             float amax = 0.0f, mamax = 0.0f, sc, inv;
-            for (int64_t j = 0; j < Skv; ++j) amax = fmaxf(amax, fabsf(x[j * D + d]));
+            for (int64_t j = 0; j < Sm; ++j) amax = fmaxf(amax, fabsf(x[j * D + d]));
             for (int64_t kb = 0; kb < nkb; ++kb) mamax = fmaxf(mamax, fabsf((float)mu[kb * D + d]));
             vc_v_channel_scale(amax, mamax, &sc, &inv);
             n++; bad += vsc[d] != sc;
             for (int64_t j = 0; j < skp; ++j) {
-                uint8_t want = j < Skv ? vc_e4m3_encode(x[j * D + d] * inv) : 0;
+                uint8_t want = j < Sm ? vc_e4m3_encode(x[j * D + d] * inv) : 0;
                 if (want == 0x80) want = 0; /* -0: the GPU cvt may give either */
                 int64_t phys = (j / 16) * 16;
                 int pj = 0;
@@ -153,7 +168,7 @@ static long check_codes(const shape_t *s, const inputs_t *in, vcattn_method m, c
                 }
         }
     }
-    free(ksm); free(x); free(mu); free(ws);
+    free(ksm); free(x); free(mu); free(ws); free(order);
     *total = n;
     return bad;
 }

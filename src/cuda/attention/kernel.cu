@@ -157,7 +157,7 @@ static cudaError_t vc_attn_launch_path(const vc_attn_args &a, const vc_tma_maps 
 #define VC_KERNEL_CASE_1_VS1(pf, ps, rq) VC_KERNEL_PATH(VC_P_PATH(pf, ps, 1, rq)) VC_KERNEL_PATH(VC_P_PATH(pf, ps, 0, rq))
 #define VC_KERNEL_CASE_1(pf, ps, vs, rq) VC_KERNEL_CASE_1_VS##vs(pf, ps, rq)
 #define VC_KERNEL_CASE_0(pf, ps, vs, rq)
-#define VC_KERNEL_CASE(id, name, qkf, qkg, sk, sq, vf, vs, pf, rq, ps, gpu) VC_KERNEL_CASE_##gpu(pf, ps, vs, rq)
+#define VC_KERNEL_CASE(id, name, qkf, qkg, sk, sq, vf, vs, pf, rq, ps, ek, gpu) VC_KERNEL_CASE_##gpu(pf, ps, vs, rq)
     switch (pp) {
         VC_METHOD_LIST(VC_KERNEL_CASE)
     default:

@@ -22,7 +22,7 @@ __global__ void __launch_bounds__(128) vc_k_mean_partial(const __grid_constant__
 #pragma unroll
     for (int i = 0; i < CPT; ++i) s[i] = 0.0;
     const int j0 = chunk * VC_GPU_KMEAN_CHUNK;
-    const int j1 = min(a.Skv, j0 + VC_GPU_KMEAN_CHUNK);
+    const int j1 = min(a.Sk_all, j0 + VC_GPU_KMEAN_CHUNK);
     for (int j = j0 + warp; j < j1; j += 4) {
         float x[CPT];
         vc_load_row<T, CPT>(base + (int64_t)j * a.k_stride[2], lane, x);
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(128) vc_k_quantize(const __grid_constant__ vc_
     if (threadIdx.x < a.D) {
         double s = 0.0;
         for (int i = 0; i < a.nchunk; ++i) s += a.k_partial[((int64_t)bh * a.nchunk + i) * VC_GPU_DPAD + threadIdx.x];
-        float m = (float)(s / (double)a.Skv);
+        float m = (float)(s / (double)a.Sk_all);
         km[threadIdx.x] = m;
         if (kb == 0) a.k_mean[(int64_t)bh * a.D + threadIdx.x] = m;
     }
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(128) vc_k_quantize(const __grid_constant__ vc_
     for (int i = 0; i < CPT; ++i) kmr[i] = km[lane * CPT + i];
 
     const T *base = (const T *)a.k + b * a.k_stride[0] + h * a.k_stride[1];
-    const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
+    const int32_t *perm = a.perm ? a.perm + bh * a.perm_stride : nullptr;
     float x[32][CPT];
     float amax = 0.0f;
 #pragma unroll
@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(128) vc_v_stats(const __grid_constant__ vc_pre
     const int bh = blockIdx.y, kb = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int b = bh / a.H, h = bh % a.H;
     const T *base = (const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1];
-    const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
+    const int32_t *perm = a.perm ? a.perm + bh * a.perm_stride : nullptr;
     const int j0 = kb * VC_BLOCK_K;
     const int nvalid = min(VC_BLOCK_K, a.Skv - j0);
     float x[32][CPT];
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(128) vc_v_quantize(const __grid_constant__ vc_
     vc_v_channel_setup(a, bh, kb, mu_s, pre_s, inv_s);
     __syncthreads();
     const T *base = (const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1];
-    const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
+    const int32_t *perm = a.perm ? a.perm + bh * a.perm_stride : nullptr;
     const int j0 = kb * VC_BLOCK_K;
     const int nvalid = min(VC_BLOCK_K, a.Skv - j0);
     float mu[CPT], pre[CPT], inv[CPT];

@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(256) vc_k_mean_partial_v(const __grid_constant
     const int m = lane % LPR, hh = lane / LPR;
     const int b = bh / a.H, h = bh % a.H;
     const T *base = (const T *)a.k + b * a.k_stride[0] + h * a.k_stride[1] + m * 8;
-    const int j0 = chunk * VC_GPU_KMEAN_CHUNK, j1 = min(a.Skv, j0 + VC_GPU_KMEAN_CHUNK);
+    const int j0 = chunk * VC_GPU_KMEAN_CHUNK, j1 = min(a.Sk_all, j0 + VC_GPU_KMEAN_CHUNK);
     double s[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) s[e] = 0.0;
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(128) vc_k_mean_final(const __grid_constant__ v
         double s = 0.0;
 #pragma unroll 16
         for (int i = 0; i < a.nchunk; ++i) s += p[(int64_t)i * VC_GPU_DPAD];
-        a.k_mean[(int64_t)bh * a.D + c] = (float)(s / (double)a.Skv);
+        a.k_mean[(int64_t)bh * a.D + c] = (float)(s / (double)a.Sk_all);
     }
     a.v_amax[(int64_t)bh * 2 * VC_GPU_DPAD + c] = 0.0f;
     a.v_amax[((int64_t)bh * 2 + 1) * VC_GPU_DPAD + c] = 0.0f;
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(128) vc_k_quantize_v(const __grid_constant__ v
     const int m = lane % LPR, hh = lane / LPR;
     const int b = bh / a.H, h = bh % a.H;
     const T *base = (const T *)a.k + b * a.k_stride[0] + h * a.k_stride[1] + m * 8;
-    const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
+    const int32_t *perm = a.perm ? a.perm + bh * a.perm_stride : nullptr;
     int tok[NL];
 #pragma unroll
     for (int i = 0; i < NL; ++i) {
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(128, 4) vc_v_stats_v(const __grid_constant__ v
     const int m = lane % LPR, hh = lane / LPR, tid = threadIdx.x;
     const int b = bh / a.H, h = bh % a.H;
     const T *base = (const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1] + m * 8;
-    const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
+    const int32_t *perm = a.perm ? a.perm + bh * a.perm_stride : nullptr;
     const int kb0 = blockIdx.x * kbpc, kb1 = min(a.nkb, kb0 + kbpc);
     float mx[8];
 #pragma unroll
@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(128) vc_v_quantize_v(const __grid_constant__ v
     const int j0 = kb * VC_BLOCK_K;
     const int nvalid = min(VC_BLOCK_K, a.Skv - j0);
     const T *base = (const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1] + m * 8;
-    const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.Skv : nullptr;
+    const int32_t *perm = a.perm ? a.perm + bh * a.perm_stride : nullptr;
     int tok[TPT * 4];
 #pragma unroll
     for (int t = 0; t < TPT; ++t) {
