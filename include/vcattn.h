@@ -189,7 +189,7 @@ typedef struct vcattn_method_config {
     int rowsum_from_quantized_p; /* l (and the restore's r) from quantized P; else FP32 P */
     vcattn_p_scale p_scale;      /* what each block's P is scaled against (0: the running max) */
     int exact_keys;              /* V-Smooth only: per (batch, head) this many keys of largest V
-                                    norm (at most seq_kv / 16, at most 32) skip quantization and
+                                    norm (at most seq_kv / 16, at most 16) skip quantization and
                                     are merged in FP32 (docs/method.md, "Exact keys"); 0 = none */
 } vcattn_method_config;
 

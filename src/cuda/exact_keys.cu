@@ -20,6 +20,8 @@ template <>
 __device__ __forceinline__ float vc_elem_f32<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <>
 __device__ __forceinline__ float vc_elem_f32<__half>(__half x) { return __half2float(x); }
+template <typename T>
+__device__ __forceinline__ float vc_bits_f32(uint16_t u) { return vc_elem_f32<T>(*reinterpret_cast<const T *>(&u)); }
 
 template <typename T>
 __device__ __forceinline__ T vc_f32_to(float x);
@@ -28,14 +30,24 @@ __device__ __forceinline__ __nv_bfloat16 vc_f32_to<__nv_bfloat16>(float x) { ret
 template <>
 __device__ __forceinline__ __half vc_f32_to<__half>(float x) { return __float2half_rn(x); }
 
-template <typename T>
+/* One thread per token: 8-byte loads, all issued before the sum, summed in channel order. */
+template <typename T, int D>
 __global__ void __launch_bounds__(256) vc_key_norm(vc_exact_args a) {
     const int bh = blockIdx.y, t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= a.S) return;
     const int b = bh / a.H, h = bh % a.H;
-    const T *row = (const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1] + (int64_t)t * a.v_stride[2];
+    const uint2 *row = reinterpret_cast<const uint2 *>((const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1] +
+                                                       (int64_t)t * a.v_stride[2]);
+    uint2 w[D / 4];
+#pragma unroll
+    for (int i = 0; i < D / 4; ++i) w[i] = row[i];
     float acc = 0.0f;
-    for (int d = 0; d < a.D; ++d) acc = vc_exact_key_norm_step(acc, vc_elem_f32<T>(row[d]));
+#pragma unroll
+    for (int i = 0; i < D / 4; ++i) {
+        const uint32_t h4[4] = {w[i].x & 0xFFFFu, w[i].x >> 16, w[i].y & 0xFFFFu, w[i].y >> 16};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc = vc_exact_key_norm_step(acc, vc_bits_f32<T>((uint16_t)h4[e]));
+    }
     a.norm[(int64_t)bh * a.S + t] = vc_exact_key_rank_norm(acc);
 }
 
@@ -99,80 +111,152 @@ __global__ void __launch_bounds__(VC_ORDER_THREADS) vc_key_order(vc_exact_args a
     }
 }
 
-/* CPT channels per lane; one warp per row, VC_MERGE_ROWS rows per block of 4 warps */
-#define VC_MERGE_ROWS 64
+/* CPT channels per lane (lane l holds channels l*CPT ..); one warp per row, VC_MERGE_ROWS rows
+ * per block of VC_MERGE_WARPS warps, the exact keys' K and V in shared memory per block. */
+#define VC_MERGE_ROWS 128
+#define VC_MERGE_WARPS 8
+#define VC_MERGE_ROWS_PER_STEP 4 /* rows a warp computes at once */
+
+template <typename T, int CPT>
+__device__ __forceinline__ void vc_store_row(T *row, int lane, const float (&x)[CPT]) {
+    uint16_t h[CPT];
+#pragma unroll
+    for (int i = 0; i < CPT; ++i) {
+        const T v = vc_f32_to<T>(x[i]);
+        h[i] = *reinterpret_cast<const uint16_t *>(&v);
+    }
+    uint16_t *p = reinterpret_cast<uint16_t *>(row) + lane * CPT;
+    if (CPT == 4) *reinterpret_cast<uint2 *>(p) = make_uint2(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16);
+    else *reinterpret_cast<uint32_t *>(p) = h[0] | (uint32_t)h[1] << 16;
+}
+
+/* One level of the transposing butterfly: lanes with bit OFF keep the upper half of the
+ * values, send the lower half, and add what the partner sent. */
+template <int OFF, int N>
+__device__ __forceinline__ void vc_transpose_level(float (&p)[N], int lane) {
+    const bool up = lane & OFF;
+#pragma unroll
+    for (int i = 0; i < OFF; ++i) {
+        float keep = p[i], send = p[i + OFF];
+        if (up) { const float t = keep; keep = send; send = t; } /* predicated moves */
+        p[i] = keep + __shfl_xor_sync(0xffffffffu, send, OFF);
+    }
+}
 
 template <typename T, typename TO, int CPT>
-__global__ void __launch_bounds__(128) vc_exact_merge_rows(vc_exact_args a) {
+__global__ void __launch_bounds__(32 * VC_MERGE_WARPS, 1) vc_exact_merge_rows(vc_exact_args a) {
+    constexpr int D = CPT * 32, NJ = VC_EXACT_KEYS_MAX, R = VC_MERGE_ROWS_PER_STEP;
     extern __shared__ float kv[]; /* [n][D] K then [n][D] V of the exact keys, FP32 */
     const int bh = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int b = bh / a.H, h = bh % a.H, D = CPT * 32;
-    const int32_t *tok = a.order + (int64_t)bh * a.S + (a.S - a.n);
-    float *ks = kv, *vs = kv + a.n * D;
-    for (int i = threadIdx.x; i < a.n * D; i += blockDim.x) {
-        const int j = i / D, d = i % D, t = tok[j];
-        ks[i] = vc_elem_f32<T>(((const T *)a.k)[b * a.k_stride[0] + h * a.k_stride[1] + (int64_t)t * a.k_stride[2] + d]);
-        vs[i] = vc_elem_f32<T>(((const T *)a.v)[b * a.v_stride[0] + h * a.v_stride[1] + (int64_t)t * a.v_stride[2] + d]);
+    const int b = bh / a.H, h = bh % a.H, n = a.n;
+    const int32_t *tok = a.order + (int64_t)bh * a.S + (a.S - n);
+    float *ks = kv, *vs = kv + n * D;
+    for (int j = warp; j < n; j += VC_MERGE_WARPS) {
+        const int64_t t = tok[j];
+        float x[CPT];
+        vc_load_row<T, CPT>((const T *)a.k + b * a.k_stride[0] + h * a.k_stride[1] + t * a.k_stride[2], lane, x);
+#pragma unroll
+        for (int c = 0; c < CPT; ++c) ks[j * D + lane * CPT + c] = x[c];
+        vc_load_row<T, CPT>((const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1] + t * a.v_stride[2], lane, x);
+#pragma unroll
+        for (int c = 0; c < CPT; ++c) vs[j * D + lane * CPT + c] = x[c];
     }
     __syncthreads();
     const int r_end = min(a.Sq, (blockIdx.x + 1) * VC_MERGE_ROWS);
-    for (int row = blockIdx.x * VC_MERGE_ROWS + warp; row < r_end; row += 4) {
-        float q[CPT], u[CPT], s[VC_EXACT_KEYS_MAX];
-        vc_load_row<T, CPT>((const T *)a.q + b * a.q_stride[0] + h * a.q_stride[1] + (int64_t)row * a.q_stride[2],
-                            lane, q);
-        float m2 = -INFINITY;
+    for (int row0 = blockIdx.x * VC_MERGE_ROWS + warp * R; row0 < r_end; row0 += VC_MERGE_WARPS * R) {
+        /* R rows at once: each K and V value read from shared memory serves R rows */
+        float q[R][CPT], o[R][CPT], u[R][CPT], part[R][NJ], lse_q[R];
+        TO *orow[R];
 #pragma unroll
-        for (int j = 0; j < VC_EXACT_KEYS_MAX; ++j) {
-            if (j < a.n) {
-                float part = 0.0f;
+        for (int r = 0; r < R; ++r) {
+            const int row = min(row0 + r, r_end - 1); /* past the end: a copy of the last row, not stored */
+            orow[r] = (TO *)a.o + b * a.o_stride[0] + h * a.o_stride[1] + (int64_t)row * a.o_stride[2];
+            vc_load_row<T, CPT>((const T *)a.q + b * a.q_stride[0] + h * a.q_stride[1] + (int64_t)row * a.q_stride[2],
+                                lane, q[r]);
+            vc_load_row<TO, CPT>(orow[r], lane, o[r]); /* in flight during the scores */
+            lse_q[r] = a.lse[(int64_t)bh * a.Sq + row];
+        }
 #pragma unroll
-                for (int c = 0; c < CPT; ++c) part = fmaf(q[c], ks[j * D + lane * CPT + c], part);
-                s[j] = vc_warp_sum(part) * a.c0;
-                m2 = fmaxf(m2, s[j]);
+        for (int j = 0; j < NJ; ++j) {
+            float k[CPT];
+#pragma unroll
+            for (int c = 0; c < CPT; ++c) k[c] = j < n ? ks[j * D + lane * CPT + c] : 0.0f;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                part[r][j] = 0.0f;
+#pragma unroll
+                for (int c = 0; c < CPT; ++c) part[r][j] = fmaf(q[r][c], k[c], part[r][j]);
             }
         }
-        float l = 0.0f;
+        /* a transposing butterfly over lanes 0-15 (15 shuffles), then the two halves of the
+         * channels (1): lane l holds key (l % 16)'s whole dot product */
+        float sj[R];
 #pragma unroll
-        for (int c = 0; c < CPT; ++c) u[c] = 0.0f;
+        for (int r = 0; r < R; ++r) {
+            vc_transpose_level<8>(part[r], lane);
+            vc_transpose_level<4>(part[r], lane);
+            vc_transpose_level<2>(part[r], lane);
+            vc_transpose_level<1>(part[r], lane);
+            const float dot = part[r][0] + __shfl_xor_sync(0xffffffffu, part[r][0], 16);
+            sj[r] = lane % 16 < n ? dot * a.c0 : -INFINITY;
+        }
+        float m2[R], pj[R], l[R];
 #pragma unroll
-        for (int j = 0; j < VC_EXACT_KEYS_MAX; ++j) {
-            if (j < a.n) {
-                const float pj = exp2f(s[j] - m2);
-                l += pj;
+        for (int r = 0; r < R; ++r) {
+            m2[r] = vc_warp_max(sj[r]);
+            pj[r] = lane % 16 < n ? exp2f(sj[r] - m2[r]) : 0.0f;
+            l[r] = 0.5f * vc_warp_sum(pj[r]); /* every key counted in two lanes: exact halving */
 #pragma unroll
-                for (int c = 0; c < CPT; ++c) u[c] = fmaf(pj, vs[j * D + lane * CPT + c], u[c]);
+            for (int c = 0; c < CPT; ++c) u[r][c] = 0.0f;
+        }
+        for (int j = 0; j < n; ++j) {
+            float v[CPT];
+#pragma unroll
+            for (int c = 0; c < CPT; ++c) v[c] = vs[j * D + lane * CPT + c];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const float pb = __shfl_sync(0xffffffffu, pj[r], j);
+#pragma unroll
+                for (int c = 0; c < CPT; ++c) u[r][c] = fmaf(pb, v[c], u[r][c]);
             }
         }
-        float *lse = a.lse + (int64_t)bh * a.Sq + row;
-        const vc_exact_merge mg = vc_exact_merge_of(*lse, m2, l);
-        TO *o = (TO *)a.o + b * a.o_stride[0] + h * a.o_stride[1] + (int64_t)row * a.o_stride[2] + lane * CPT;
-        bool finite = isfinite(mg.lse);
 #pragma unroll
-        for (int c = 0; c < CPT; ++c) {
-            const float x = vc_exact_merge_out(mg, vc_elem_f32<TO>(o[c]), u[c]);
-            finite &= isfinite(x);
-            o[c] = vc_f32_to<TO>(x);
+        for (int r = 0; r < R; ++r) {
+            const vc_exact_merge mg = vc_exact_merge_of(lse_q[r], m2[r], l[r]);
+            bool finite = isfinite(mg.lse);
+#pragma unroll
+            for (int c = 0; c < CPT; ++c) {
+                o[r][c] = vc_exact_merge_out(mg, o[r][c], u[r][c]);
+                finite &= isfinite(o[r][c]);
+            }
+            if (row0 + r < r_end) {
+                vc_store_row<TO, CPT>(orow[r], lane, o[r]);
+                if (lane == 0) a.lse[(int64_t)bh * a.Sq + row0 + r] = mg.lse;
+                if (__any_sync(0xffffffffu, !finite) && lane == 0) atomicOr(a.output_flag, 1u);
+            }
         }
-        __syncwarp();
-        if (lane == 0) *lse = mg.lse;
-        if (__any_sync(0xffffffffu, !finite) && lane == 0) atomicOr(a.output_flag, 1u);
     }
 }
 
 cudaError_t vc_exact_order_launch(const vc_exact_args &a, int BH, int bf16, cudaStream_t s) {
     const dim3 grid((a.S + 255) / 256, BH);
-    if (bf16) vc_key_norm<__nv_bfloat16><<<grid, 256, 0, s>>>(a);
-    else vc_key_norm<__half><<<grid, 256, 0, s>>>(a);
+    if (a.D == 128) {
+        if (bf16) vc_key_norm<__nv_bfloat16, 128><<<grid, 256, 0, s>>>(a);
+        else vc_key_norm<__half, 128><<<grid, 256, 0, s>>>(a);
+    } else {
+        if (bf16) vc_key_norm<__nv_bfloat16, 64><<<grid, 256, 0, s>>>(a);
+        else vc_key_norm<__half, 64><<<grid, 256, 0, s>>>(a);
+    }
     vc_key_order<<<BH, VC_ORDER_THREADS, 0, s>>>(a);
     return cudaGetLastError();
 }
 
 template <int CPT>
 static void vc_exact_merge_t(const vc_exact_args &a, dim3 grid, size_t smem, int in_bf16, int out_bf16, cudaStream_t s) {
-    if (in_bf16 && out_bf16) vc_exact_merge_rows<__nv_bfloat16, __nv_bfloat16, CPT><<<grid, 128, smem, s>>>(a);
-    else if (in_bf16) vc_exact_merge_rows<__nv_bfloat16, __half, CPT><<<grid, 128, smem, s>>>(a);
-    else if (out_bf16) vc_exact_merge_rows<__half, __nv_bfloat16, CPT><<<grid, 128, smem, s>>>(a);
-    else vc_exact_merge_rows<__half, __half, CPT><<<grid, 128, smem, s>>>(a);
+    if (in_bf16 && out_bf16) vc_exact_merge_rows<__nv_bfloat16, __nv_bfloat16, CPT><<<grid, 32 * VC_MERGE_WARPS, smem, s>>>(a);
+    else if (in_bf16) vc_exact_merge_rows<__nv_bfloat16, __half, CPT><<<grid, 32 * VC_MERGE_WARPS, smem, s>>>(a);
+    else if (out_bf16) vc_exact_merge_rows<__half, __nv_bfloat16, CPT><<<grid, 32 * VC_MERGE_WARPS, smem, s>>>(a);
+    else vc_exact_merge_rows<__half, __half, CPT><<<grid, 32 * VC_MERGE_WARPS, smem, s>>>(a);
 }
 
 cudaError_t vc_exact_merge_launch(const vc_exact_args &a, int BH, int in_bf16, int out_bf16, cudaStream_t s) {
