@@ -40,7 +40,7 @@ def main():
         ax.set_xticks(list(heads))
     axes[0].set_ylabel("PSNR over sage2-8bit, dB (k-means seeds 0-3)")
     axes[0].legend(fontsize=7, loc="lower left")
-    fig.suptitle(f"{res['method']} per head, H200, every row vs FP64", fontsize=10)
+    fig.suptitle(f"{res['method']} per head, {res.get('gpu', 'GPU')}, every row vs FP64", fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     print(out)

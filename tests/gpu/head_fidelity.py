@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-head fidelity of the default method through the product path, over k-means seeds, on an H200.
+"""Per-head fidelity of the default method through the product path, over k-means seeds, on the GPU.
 
 For every input (the `vcattn workload` presets named by --inputs, and randn (1, 8, 8192, 128)
 from a CPU torch.Generator seeded 0), on the GPU:
