@@ -82,7 +82,8 @@ vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_fa
  * (vcattn_method_config.exact_keys): per (batch, head) of v (contiguous (B, H, S, D) FP32),
  * perm's order (NULL: sequence order) with the n tokens of largest V norm moved to the end;
  * *n_exact = n (0: out is perm's order).  The GPU builds the same order in its workspace
- * (vcattn_gpu_layout.key_order); tests/gpu/gpu_check.c compares them. */
+ * (vcattn_gpu_layout.key_order); tests/gpu/gpu_check.c compares them.  INVALID_ARGUMENT when a
+ * head of perm is not a permutation of 0..seq_kv-1 or exact_keys is outside 0..16. */
 vcattn_status vcattn_exact_keys_permutation(const vcattn_method_config *config, int64_t batch, int64_t heads,
                                             int64_t seq_kv, int64_t head_dim, const float *v, const int32_t *perm,
                                             int32_t *out, int *n_exact);

@@ -66,8 +66,10 @@ TEST(exact_keys_order_moves_the_largest_v_tokens_last) {
         CHECK_MSG(bad == 0, "head %lld: %lld positions differ from the stable split", (long long)h, (long long)bad);
     }
     /* the count: seq_kv / 16 for short sequences, none without V-Smooth */
-    CHECK_STATUS(vcattn_exact_keys_permutation(&cfg, 1, 1, 100, D, v, perm, out, &n), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_exact_keys_permutation(&cfg, 1, 1, 100, D, v, NULL, out, &n), VCATTN_STATUS_SUCCESS);
     CHECK_EQ_INT(n, 6);
+    /* an order that is not a permutation of 0..99 (perm holds tokens up to 299): refused */
+    CHECK_STATUS(vcattn_exact_keys_permutation(&cfg, 1, 1, 100, D, v, perm, out, &n), VCATTN_STATUS_INVALID_ARGUMENT);
     vcattn_method_config sage;
     CHECK_STATUS(vcattn_method_config_get(VCATTN_METHOD_SAGE2_8BIT, &sage), VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_exact_keys_permutation(&sage, 1, 1, S, D, v, perm, out, &n), VCATTN_STATUS_SUCCESS);
