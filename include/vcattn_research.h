@@ -77,7 +77,6 @@ vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_fa
 
 /* ---- codecs, exported for bindings and tests --------------------------------------- */
 
-/* Element-wise RNE codes / decoded values of the shared numerics (n >= 0). */
 /* The order a call of this method runs its keys in when it keeps exact keys
  * (vcattn_method_config.exact_keys): per (batch, head) of v (contiguous (B, H, S, D) FP32),
  * perm's order (NULL: sequence order) with the n tokens of largest V norm moved to the end;
@@ -88,6 +87,7 @@ vcattn_status vcattn_exact_keys_permutation(const vcattn_method_config *config, 
                                             int64_t seq_kv, int64_t head_dim, const float *v, const int32_t *perm,
                                             int32_t *out, int *n_exact);
 
+/* Element-wise RNE codes / decoded values of the shared numerics (n >= 0). */
 vcattn_status vcattn_encode_e4m3(const float *x, uint8_t *codes, int64_t n);
 vcattn_status vcattn_decode_e4m3(const uint8_t *codes, float *x, int64_t n);
 vcattn_status vcattn_encode_e2m1(const float *x, uint8_t *codes, int64_t n);
