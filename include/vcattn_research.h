@@ -75,7 +75,7 @@ typedef struct vcattn_split_facts {
 /* samples_per_doubling >= 16. */
 vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_facts *facts);
 
-/* ---- codecs, exported for bindings and tests --------------------------------------- */
+/* ---- exact keys ------------------------------------------------------------------ */
 
 /* The order a call of this method runs its keys in when it keeps exact keys
  * (vcattn_method_config.exact_keys): per (batch, head) of v (contiguous (B, H, S, D) FP32),
@@ -86,6 +86,8 @@ vcattn_status vcattn_split_measure(int64_t samples_per_doubling, vcattn_split_fa
 vcattn_status vcattn_exact_keys_permutation(const vcattn_method_config *config, int64_t batch, int64_t heads,
                                             int64_t seq_kv, int64_t head_dim, const float *v, const int32_t *perm,
                                             int32_t *out, int *n_exact);
+
+/* ---- codecs, exported for bindings and tests --------------------------------------- */
 
 /* Element-wise RNE codes / decoded values of the shared numerics (n >= 0). */
 vcattn_status vcattn_encode_e4m3(const float *x, uint8_t *codes, int64_t n);
