@@ -298,7 +298,7 @@ static int config_documented(const vcattn_method_config *c) {
     return (unsigned)c->qk_format <= VCATTN_QK_FORMAT_NVFP4 &&
            (unsigned)c->qk_granularity <= VCATTN_QK_GRANULARITY_THREAD &&
            (unsigned)c->v_format <= VCATTN_V_FORMAT_NVFP4 && (unsigned)c->p_format <= VCATTN_P_FORMAT_SPLIT &&
-           (unsigned)c->p_scale <= VCATTN_P_SCALE_BLOCK_MAX &&
+           (unsigned)c->p_scale <= VCATTN_P_SCALE_BLOCK_MAX && c->exact_keys >= 0 && c->exact_keys <= 16 &&
            /* the block-max scale's FP16 bound holds for P <= 448 only (vcattn.h) */
            (c->p_scale != VCATTN_P_SCALE_BLOCK_MAX || c->p_format == VCATTN_P_FORMAT_E4M3 ||
             c->p_format == VCATTN_P_FORMAT_EXPCAST || c->p_format == VCATTN_P_FORMAT_SPLIT);
@@ -321,6 +321,8 @@ static void rd_config(rd *r, vcattn_method_config *c) {
     c->p_format = (vcattn_p_format)((int)(rd_u8(r) % 8) - 1); /* -1 .. SPLIT + 1 */
     c->rowsum_from_quantized_p = flag[rd_u8(r) % 6];
     c->p_scale = (vcattn_p_scale)((int)(rd_u8(r) % 4) - 1);
+    static const int keys[] = {0, 16, 1, 3, -1, 17};
+    c->exact_keys = keys[rd_u8(r) % 6];
 }
 
 /* perm (B, H, Skv): mode 0 identity, 1 shuffled, 2 shuffled then broken */
