@@ -42,20 +42,11 @@ vcattn_status vcattn_exact_keys_permutation(const vcattn_method_config *config, 
     const int n = vc_exact_keys_count(config->exact_keys, config->v_smooth, seq_kv);
     float *norm = (float *)malloc(sizeof(float) * (size_t)seq_kv);
     if (!norm) return VCATTN_STATUS_OUT_OF_MEMORY;
-    if (perm) { /* every head's order must be a permutation of 0..seq_kv-1 */
-        unsigned char *seen = (unsigned char *)norm;
-        for (int64_t bh = 0; bh < batch * heads; ++bh) {
-            memset(seen, 0, (size_t)seq_kv);
-            for (int64_t j = 0; j < seq_kv; ++j) {
-                const int32_t t = perm[bh * seq_kv + j];
-                if (t < 0 || t >= seq_kv || seen[t]) {
-                    free(norm);
-                    return VCATTN_STATUS_INVALID_ARGUMENT;
-                }
-                seen[t] = 1;
-            }
+    for (int64_t bh = 0; perm && bh < batch * heads; ++bh) /* the norms' buffer as scratch */
+        if (!vc_perm_is_valid(perm + bh * seq_kv, seq_kv, (unsigned char *)norm)) {
+            free(norm);
+            return VCATTN_STATUS_INVALID_ARGUMENT;
         }
-    }
     *n_exact = n;
     for (int64_t bh = 0; bh < batch * heads; ++bh)
         vc_exact_keys_order(v + bh * seq_kv * head_dim, head_dim, seq_kv, head_dim,

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tiling.h"
 #include "vcattn.h"
@@ -98,6 +99,16 @@ void vc_workload_head_sinks(const vcattn_workload_params *p, int64_t b, int64_t 
 /* The checks of the *_rows calls: p as vcattn_attention_params_validate, except
  * that o's strides describe (B, H, n_rows, D); rows strictly ascending in
  * [0, seq_q). */
+/* Whether perm[0..n) is a permutation of 0..n-1; seen: n bytes of scratch. */
+static inline int vc_perm_is_valid(const int32_t *perm, int64_t n, unsigned char *seen) {
+    memset(seen, 0, (size_t)n);
+    for (int64_t j = 0; j < n; ++j) {
+        if (perm[j] < 0 || perm[j] >= n || seen[perm[j]]) return 0;
+        seen[perm[j]] = 1;
+    }
+    return 1;
+}
+
 /* exact_keys.c: one head's order with its n exact keys (largest V norm) at the end, the rest
  * in the order of perm (NULL: sequence order); v: the head's first row, rows v_row_stride
  * apart; norm: skv floats of scratch; out: skv entries. */

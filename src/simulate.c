@@ -47,15 +47,6 @@ static vcattn_status check_config(const vcattn_method_config *cfg) {
     return VCATTN_STATUS_SUCCESS;
 }
 
-static int perm_is_valid(const int32_t *perm, int64_t n, unsigned char *seen) {
-    memset(seen, 0, (size_t)n);
-    for (int64_t j = 0; j < n; ++j) {
-        if (perm[j] < 0 || perm[j] >= n || seen[perm[j]]) return 0;
-        seen[perm[j]] = 1;
-    }
-    return 1;
-}
-
 /* The values a tile task derives from the method config (set per head: a head
  * policy can give a head the exact exponential instead of the method's P). */
 static void sim_derive(sim_ctx *c, const vcattn_method_config *cfg) {
@@ -161,7 +152,7 @@ static vcattn_status simulate_run(const vcattn_attention_params *p, const vcattn
             if ((st = vc_sim_head_data_alloc(&c.hd, c.skv, p->head_dim))) break;
             if (config->v_smooth && perm) {
                 c.hd.perm = perm + (b * p->heads + h) * p->seq_kv;
-                if (!perm_is_valid(c.hd.perm, p->seq_kv, seen)) {
+                if (!vc_perm_is_valid(c.hd.perm, p->seq_kv, seen)) {
                     st = VCATTN_STATUS_INVALID_ARGUMENT;
                     vc_sim_head_data_free(&c.hd);
                     break;

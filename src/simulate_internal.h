@@ -4,6 +4,7 @@
  *
  *   simulate_operands.c  the Q/K quantizers and the K and V passes
  *   simulate_tile.c      one task of up to 128 query rows (the online softmax)
+ *   simulate_exact_keys.c  one row's attention over its head's exact keys
  *   simulate.c           the entry points: checks, task packing, the loop
  *                        over (batch, head)
  *
@@ -127,6 +128,13 @@ void vc_sim_prepare_v(sim_ctx *c);
 void vc_sim_q_tile_load(const sim_ctx *c, int64_t q0, float *qraw, float *qm);
 /* The NVFP4 tensor scale of one head's Q, as the tiles quantize it (smoothed). */
 float vc_sim_q_nvfp4_tensor_scale(const sim_ctx *c);
+
+/* ---- simulate_exact_keys.c ------------------------------------------------------------ */
+
+/* The exact keys' part of one query row of slice (c->b, c->h): FP32 scores in log2 units in
+ * the order of hd.exact_tok, their max *m2, sum *l and u[d] = sum_j 2^(s_j - m2) v_j[d].
+ * Returns 0 when a score or sum is not finite. */
+int vc_sim_exact_keys_part(const sim_ctx *c, int64_t row, float *m2, float *l, float *u);
 
 /* ---- simulate_tile.c ---------------------------------------------------------------- */
 

@@ -449,37 +449,6 @@ TILE_STEP void quad_finish(const sim_ctx *c, const tile_scratch *t, int64_t nsel
     }
 }
 
-/* The exact keys' part of one row (exact_keys.h): FP32 scores in log2 units in the order
- * of hd->exact_tok, their max *m2, sum *l and u[d] = sum_j 2^(s_j - m2) v_j[d].  Returns 0
- * when a score or sum is not finite. */
-static int exact_keys_part(const sim_ctx *c, int64_t row, float *m2, float *l, float *u) {
-    const vcattn_attention_params *p = c->p;
-    const head_data *hd = &c->hd;
-    const int64_t D = p->head_dim;
-    const float *q = vc_row(p->q, p->q_stride, c->b, c->h, row);
-    const float c0 = (float)c->sml2e;
-    float s[VC_EXACT_KEYS_MAX], mx = -INFINITY, sum = 0.0f;
-    for (int j = 0; j < hd->n_exact; ++j) {
-        const float *k = vc_row(p->k, p->k_stride, c->b, c->h, hd->exact_tok[j]);
-        float dot = 0.0f;
-        for (int64_t d = 0; d < D; ++d) dot = fmaf(q[d], k[d], dot);
-        s[j] = dot * c0;
-        mx = fmaxf(mx, s[j]);
-    }
-    for (int64_t d = 0; d < D; ++d) u[d] = 0.0f;
-    for (int j = 0; j < hd->n_exact; ++j) {
-        const float pj = exp2f(s[j] - mx);
-        const float *v = vc_row(p->v, p->v_stride, c->b, c->h, hd->exact_tok[j]);
-        sum += pj;
-        for (int64_t d = 0; d < D; ++d) u[d] = fmaf(pj, v[d], u[d]);
-    }
-    *m2 = mx;
-    *l = sum;
-    int finite = isfinite(mx) && isfinite(sum);
-    for (int64_t d = 0; d < D; ++d) finite &= isfinite(u[d]);
-    return finite;
-}
-
 /* The epilogue: normalize, channel scale, LSE, the exact keys' merge, and the optional
  * outputs. */
 TILE_STEP void tile_epilogue(sim_ctx *c, const tile_scratch *t, const task_rows *tr, const double *m,
@@ -509,7 +478,7 @@ TILE_STEP void tile_epilogue(sim_ctx *c, const tile_scratch *t, const task_rows 
         float u[128];
         if (hd->n_exact) {
             float m2, lx;
-            finite &= exact_keys_part(c, row, &m2, &lx, u);
+            finite &= vc_sim_exact_keys_part(c, row, &m2, &lx, u);
             mg = vc_exact_merge_of(lse, m2, lx);
             finite &= isfinite(mg.lse);
         }

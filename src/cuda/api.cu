@@ -210,7 +210,14 @@ static double vc_sm(const vcattn_gpu_params *p) {
     return p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
 }
 
-/* The exact keys' kernels' arguments of one problem (L.exact_keys > 0). */
+/* Where the attention kernel writes the LSE: the caller's, or with exact keys (whose merge
+ * reads it) the workspace's when the caller asks none; NULL = no LSE (nor q . mean). */
+static float *vc_lse_out(const vcattn_gpu_params *p, const uint8_t *w, const vcattn_gpu_layout &L) {
+    return p->lse ? p->lse : L.exact_keys ? (float *)(w + L.lse_q) : NULL;
+}
+
+/* The exact keys' kernels' arguments of one problem (L.exact_keys > 0); the output flag is
+ * the merge's to set (the call's, which with valid lengths is not the problem's region's). */
 static vc_exact_args vc_exact_args_of(const vcattn_gpu_params *p, uint8_t *w, const vcattn_gpu_layout &L) {
     vc_exact_args x;
     memset(&x, 0, sizeof x);
@@ -225,14 +232,13 @@ static vc_exact_args vc_exact_args_of(const vcattn_gpu_params *p, uint8_t *w, co
     x.perm = p->perm;
     x.order = (int32_t *)(w + L.key_order);
     x.norm = (float *)(w + L.key_norm);
-    x.lse = p->lse ? p->lse : (float *)(w + L.lse_q);
+    x.lse = vc_lse_out(p, w, L);
     x.H = (int)p->heads;
     x.S = (int)p->seq_kv;
     x.Sq = (int)p->seq_q;
     x.D = (int)p->head_dim;
     x.n = (int)L.exact_keys;
     x.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
-    x.output_flag = (unsigned *)(w + L.output_flag);
     return x;
 }
 
@@ -263,7 +269,7 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
     a.sm = (float)vc_sm(p);
     a.q_codes = (int8_t *)(w + L.q_codes);
     a.q_scale = (float *)(w + L.q_scale);
-    a.q_km = p->lse || L.exact_keys ? (float *)(w + L.q_km) : NULL; /* the LSE's q . mean */
+    a.q_km = vc_lse_out(p, w, L) ? (float *)(w + L.q_km) : NULL; /* the LSE's q . mean */
     a.k_codes = (int8_t *)(w + L.k_codes);
     a.k_scale = (float *)(w + L.k_scale);
     a.k_mean = (float *)(w + L.k_mean);
@@ -351,7 +357,7 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     memset(&a, 0, sizeof a);
     a.q_codes = (const int8_t *)(w + L.q_codes);
     a.q_scale = (const float *)(w + L.q_scale);
-    a.q_km = p->lse || L.exact_keys ? (const float *)(w + L.q_km) : NULL;
+    a.q_km = vc_lse_out(p, w, L) ? (const float *)(w + L.q_km) : NULL;
     a.k_codes = (const int8_t *)(w + L.k_codes);
     a.k_scale = (const float *)(w + L.k_scale);
     a.v_codes = w + L.v_codes;
@@ -360,7 +366,7 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     a.v_mean_tc = (const uint4 *)(w + L.v_mean_tc);
     a.o = p->o;
     memcpy(a.o_stride, p->o_stride, sizeof a.o_stride);
-    a.lse = p->lse ? p->lse : L.exact_keys ? (float *)(w + L.lse_q) : NULL; /* the merge reads it */
+    a.lse = vc_lse_out(p, w, L);
     a.H = (int)p->heads;
     a.Sq = (int)p->seq_q;
     a.Skv = (int)(p->seq_kv - L.exact_keys);

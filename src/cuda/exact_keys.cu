@@ -15,15 +15,6 @@
 #include "gpu_common.cuh"
 
 template <typename T>
-__device__ __forceinline__ float vc_elem_f32(T x);
-template <>
-__device__ __forceinline__ float vc_elem_f32<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <>
-__device__ __forceinline__ float vc_elem_f32<__half>(__half x) { return __half2float(x); }
-template <typename T>
-__device__ __forceinline__ float vc_bits_f32(uint16_t u) { return vc_elem_f32<T>(*reinterpret_cast<const T *>(&u)); }
-
-template <typename T>
 __device__ __forceinline__ T vc_f32_to(float x);
 template <>
 __device__ __forceinline__ __nv_bfloat16 vc_f32_to<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
@@ -46,7 +37,7 @@ __global__ void __launch_bounds__(256) vc_key_norm(vc_exact_args a) {
     for (int i = 0; i < D / 4; ++i) {
         const uint32_t h4[4] = {w[i].x & 0xFFFFu, w[i].x >> 16, w[i].y & 0xFFFFu, w[i].y >> 16};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc = vc_exact_key_norm_step(acc, vc_bits_f32<T>((uint16_t)h4[e]));
+        for (int e = 0; e < 4; ++e) acc = vc_exact_key_norm_step(acc, vc_bits_to_f32<T>((uint16_t)h4[e]));
     }
     a.norm[(int64_t)bh * a.S + t] = vc_exact_key_rank_norm(acc);
 }

@@ -80,6 +80,13 @@ cudaError_t vc_exact_merge_launch(const vc_exact_args &a, int BH, int in_bf16, i
 #define VC_HEAD_EXACT 2u  /* a.direct_heads: the exact-exponential sibling's kernel */
 cudaError_t vc_direct_heads_launch(const vc_attn_args &a, int BH, cudaStream_t s);
 
+/* One 16-bit element's bits (BF16 or FP16) as FP32. */
+template <typename T>
+__device__ __forceinline__ float vc_bits_to_f32(uint16_t h) {
+    if (sizeof(T) == 2 && __is_same(T, __nv_bfloat16)) return __uint_as_float((uint32_t)h << 16);
+    return __half2float(__ushort_as_half(h));
+}
+
 /* CPT = channels per lane (D / 32) of a row, loaded as CPT 16-bit values. */
 template <typename T, int CPT>
 __device__ __forceinline__ void vc_load_row(const T *row, int lane, float (&x)[CPT]) {
@@ -94,12 +101,7 @@ __device__ __forceinline__ void vc_load_row(const T *row, int lane, float (&x)[C
         h[0] = (uint16_t)(u & 0xFFFF); h[1] = (uint16_t)(u >> 16);
     }
 #pragma unroll
-    for (int i = 0; i < CPT; ++i) {
-        if (sizeof(T) == 2 && __is_same(T, __nv_bfloat16))
-            x[i] = __uint_as_float((uint32_t)h[i] << 16);
-        else
-            x[i] = __half2float(__ushort_as_half(h[i]));
-    }
+    for (int i = 0; i < CPT; ++i) x[i] = vc_bits_to_f32<T>(h[i]);
 }
 
 __device__ __forceinline__ float vc_warp_max(float v) {
