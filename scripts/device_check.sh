@@ -10,6 +10,8 @@
 #       kmeans: GPU grouping vs the CPU planner + its timing (issue 4)
 #       heads (not in the default list): per-head fidelity of the default through vcattn.Plan
 #           over k-means seeds, with its head recipes (tests/gpu/head_fidelity.py)
+#       policy (not in the default list): what measuring a plan's head recipes costs against the
+#           attention it steers (tests/gpu/policy_cost.py -> $OUT/policy_cost.json; VC_POLICY_ARGS)
 #       python: the Python package's tests on CUDA tensors (issue 5); test_diffusers.py
 #           too when pydeps/ is there
 #       diag (not in the default list): the kernel with the softmax stubbed (tensor cores alone)
@@ -151,6 +153,13 @@ if has heads; then
     VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python:$PYTHONPATH PYTHONUNBUFFERED=1 timeout 500 \
         python3 tests/gpu/head_fidelity.py --vcattn-bin "$DIR/vcattn" --json "$OUT/head_fidelity.json" \
         ${VC_HEADS_ARGS:-} 2>&1 | tee -a "$LOG" "$OUT/heads.txt"
+    [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+fi
+if has policy; then
+    say "== policy: what measuring a plan's head recipes costs, against 40 reused calls"
+    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python PYTHONUNBUFFERED=1 timeout 300 \
+        python3 tests/gpu/policy_cost.py --vcattn-bin "$DIR/vcattn" --json "$OUT/policy_cost.json" \
+        ${VC_POLICY_ARGS:-} 2>&1 | tee -a "$LOG" "$OUT/policy.txt"
     [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 if has kmeans; then

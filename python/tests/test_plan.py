@@ -191,6 +191,30 @@ def test_plan_faithful_beats_the_floor_on_the_measured_rows(rng):
     np.testing.assert_array_equal(chosen, best)
 
 
+@pytest.mark.parametrize("policy", vcattn.head_policy.POLICIES)
+def test_measuring_in_order_chooses_as_measuring_all(rng, policy):
+    """The GPU measures recipes in order and stops when the policy cannot use more: the choice
+    must be the one made with every recipe measured, on random tables where heads pass at
+    different recipes, none, or all; "floor" must stop after recipe 0 when every head passes."""
+    hp = vcattn.head_policy
+    for trial in range(200):
+        n = int(rng.integers(1, 9))
+        full = rng.normal(60.0, 3.0, (n, 4))
+        floor = rng.normal(60.0, 3.0, n)
+        margin = float(rng.choice([0.0, 0.25, 1.0]))
+        runs = []
+        got = hp.measure_in_order(policy, floor, margin, lambda r: (runs.append(r), full[:, r])[1])
+        assert runs == list(range(len(runs))) and len(runs) <= hp.recipes_needed(policy)
+        np.testing.assert_array_equal(got[:, :len(runs)], full[:, :len(runs)])
+        assert np.isnan(got[:, len(runs):]).all()
+        want = hp.choose(policy, full if policy != "fastest" else np.where(np.arange(4) < 2, full, np.nan),
+                         floor, margin)
+        np.testing.assert_array_equal(hp.choose(policy, got, floor, margin), want)
+    runs = []
+    hp.measure_in_order(policy, np.full(3, 60.0), 0.25, lambda r: (runs.append(r), np.full(3, 70.0))[1])
+    assert len(runs) == {"floor": 1, "fastest": 2, "faithful": 4}[policy]
+
+
 @pytest.mark.parametrize("kw, word", [(dict(policy="best"), "policy"), (dict(policy_rows=0), "policy_rows"),
                                       (dict(policy_margin_db=float("nan")), "policy_margin_db")])
 def test_plan_policy_arguments_are_checked(kw, word):

@@ -292,10 +292,11 @@ def _psnr_heads(ref, out):
     return (20 * torch.log10(peak / err.clamp_min(1e-30))).reshape(-1).double().cpu().numpy()
 
 
-def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int):
-    """psnr (B*H, 4), floor (B*H,) on the GPU: the kernel of every recipe and of sage2-8bit on
-    `rows` strided query rows (a small Q: the call's K/V preprocessing once per recipe), compared
-    with FP32 attention of the same rows."""
+def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, policy: str = "faithful",
+                    margin_db: float = 0.0):
+    """psnr (B*H, 4) (NaN: not run), floor (B*H,) on the GPU: the kernel of sage2-8bit and of the
+    recipes the policy needs (head_policy.measure_in_order) on `rows` strided query rows (a small
+    Q: the call's K/V preprocessing once per run), compared with FP32 attention of the same rows."""
     import torch
 
     seq_dim = 2 if layout == "HND" else 1
@@ -319,6 +320,7 @@ def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int):
         return _psnr_heads(ref, out if layout == "HND" else out.transpose(1, 2))
 
     floor_db = run("sage2-8bit")
-    psnr = np.stack([run(method, ident if r & head_policy.SEQUENCE else perm, ones if r & head_policy.EXACT_P else None)
-                     for r in range(4)], axis=1)
+    psnr = head_policy.measure_in_order(
+        policy, floor_db, margin_db,
+        lambda r: run(method, ident if r & head_policy.SEQUENCE else perm, ones if r & head_policy.EXACT_P else None))
     return psnr, floor_db

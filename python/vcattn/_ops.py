@@ -146,8 +146,8 @@ def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int
         else:
             perm = p.resolve(shape, at, _gpu.grouping(p, v, layout), v.device)
             if perm is not None:
-                perm, exact = p.apply_recipes(
-                    perm, method, lambda pm: _gpu.measure_recipes(q, k, v, layout, scale, method, pm, p.policy_rows))
+                perm, exact = p.apply_recipes(perm, method, lambda pm: _gpu.measure_recipes(
+                    q, k, v, layout, scale, method, pm, p.policy_rows, p.policy, p.policy_margin_db))
     # read only when the state says 2: without exact-P heads an uninitialised tensor (no kernel launch)
     flags = torch.empty((b, h), dtype=torch.uint8, device=v.device)
     if perm is None:

@@ -26,7 +26,7 @@ from . import _lib
 from ._lib import check, lib
 
 __all__ = ["POLICIES", "RECIPES", "SEQUENCE", "EXACT_P", "check_policy", "choose", "apply", "names",
-           "has_exact_sibling"]
+           "has_exact_sibling", "recipes_needed", "measure_in_order"]
 
 POLICIES = ("floor", "fastest", "faithful")
 SEQUENCE, EXACT_P = 1, 2  # VCATTN_RECIPE_SEQUENCE, VCATTN_RECIPE_EXACT_P
@@ -90,6 +90,29 @@ def choose(policy: str, psnr: np.ndarray, floor_db: np.ndarray, margin_db: float
                                              floor_db.ctypes.data, float(margin_db), out.ctypes.data),
           "vcattn_head_recipes_choose")
     return out
+
+
+def recipes_needed(policy: str) -> int:
+    """How many recipes (in the order 0..3) a policy can need measured: "fastest" looks at the
+    method's P in both orders, "floor" and "faithful" at all four (floor stops early, below)."""
+    return 2 if policy == "fastest" else len(RECIPES)
+
+
+def measure_in_order(policy: str, floor_db: np.ndarray, margin_db: float, run) -> np.ndarray:
+    """psnr (n, 4) from ``run(r) -> (n,) PSNR of recipe r on every head``, NaN where not run.
+
+    Recipes run in the order 0, 1, 2, 3. Under "floor" the next recipe runs only while some head
+    has none at ``floor_db + margin_db`` yet: choose() takes the first recipe that reaches the
+    floor, and a head that reaches none takes the most faithful - by then all four were run -, so
+    it chooses exactly what it would with every recipe measured. On a layer whose heads all keep
+    the method as designed that is one kernel run instead of four."""
+    need = np.asarray(floor_db, np.float64) + float(margin_db)
+    psnr = np.full((need.shape[0], len(RECIPES)), np.nan)
+    for r in range(recipes_needed(policy)):
+        psnr[:, r] = run(r)
+        if policy == "floor" and (psnr[:, :r + 1] >= need[:, None]).any(axis=1).all():
+            break
+    return psnr
 
 
 def apply(perm, recipes: np.ndarray):

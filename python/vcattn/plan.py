@@ -359,7 +359,7 @@ class Plan:
         self.policy_rows = int(policy_rows)
         self.policy_margin_db = float(policy_margin_db)
         self.recipes = None       # (B, H) uint8 head recipes (vcattn.head_policy), chosen on first use
-        self.recipe_psnr = None   # (B, H, 4) what each recipe measured, dB
+        self.recipe_psnr = None   # (B, H, 4) what each recipe measured, dB (NaN: not run)
         self.recipe_floor = None  # (B, H) the host recipe's (sage2-8bit) PSNR on the same rows
         self._applied = None      # (perm, perm with the recipes applied, exact-P flags)
         if schedule is not None and not isinstance(schedule, Schedule):
@@ -500,11 +500,13 @@ class Plan:
         return self._applied[1], self._applied[2]
 
     def recipe_summary(self) -> dict:
-        """Per head: the chosen recipe and what each recipe measured against the floor (dB)."""
+        """Per head: the chosen recipe and what each recipe measured against the floor (dB; None for
+        a recipe the policy did not need to run)."""
         if self.recipes is None:
             return {}
+        margin = (self.recipe_psnr - self.recipe_floor[..., None]).reshape(-1, 4).round(2)
         return {"policy": self.policy, "recipes": head_policy.names(self.recipes),
-                "margin_db": (self.recipe_psnr - self.recipe_floor[..., None]).reshape(-1, 4).round(2).tolist()}
+                "margin_db": [[None if np.isnan(x) else float(x) for x in row] for row in margin]}
 
     def __setstate__(self, state):
         # an unpickled or deep-copied plan is another plan: it gets its own handle

@@ -9,6 +9,14 @@ __device__ __forceinline__ void cp_async_16(void *smem, const void *gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
 
+/* BYTES (4 or 8) global -> shared through L1: for rows only 4- or 8-byte aligned. */
+template <int BYTES>
+__device__ __forceinline__ void cp_async_small(void *smem, const void *gmem) {
+    static_assert(BYTES == 4 || BYTES == 8, "cp.async.ca copies 4, 8 or 16 bytes");
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(gmem), "n"(BYTES) : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit(void) {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
