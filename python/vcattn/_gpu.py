@@ -8,6 +8,7 @@ Which permutation a call uses is decided by the caller (``Plan.resolve``).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 
 import numpy as np
@@ -17,7 +18,7 @@ from ._lib import check, lib
 from ._methods import GPU_METHODS, method_id, uses_vsmooth
 from .plan import DEFAULT_KMEANS
 
-__all__ = ["Unsupported", "available", "kmeans", "grouping", "attention", "measure_recipes"]
+__all__ = ["Unsupported", "available", "kmeans", "grouping", "attention", "measure_recipes", "reference_rows"]
 
 _DTYPE_BF16, _DTYPE_FP16 = 0, 1
 
@@ -292,11 +293,55 @@ def _psnr_heads(ref, out):
     return (20 * torch.log10(peak / err.clamp_min(1e-30))).reshape(-1).double().cpu().numpy()
 
 
+@contextlib.contextmanager
+def _tf32_matmul():
+    """FP32 matmuls on the TF32 tensor cores for the duration (torch's flag is process-wide:
+    restored on exit)."""
+    import torch
+
+    m = torch.backends.cuda.matmul
+    name, value = ("fp32_precision", "tf32") if hasattr(m, "fp32_precision") else ("allow_tf32", True)
+    old = getattr(m, name)
+    setattr(m, name, value)
+    try:
+        yield
+    finally:
+        setattr(m, name, old)
+
+
+def _tf32_hi(x):
+    """x with the 13 mantissa bits TF32 drops cleared: exact in TF32, and x - hi exact in FP32."""
+    import torch
+
+    return (x.view(torch.int32) & -8192).view(torch.float32)
+
+
+def reference_rows(qh, kh, vh, scale: float, heads_at_once: int = 4):
+    """FP32 attention (B, H, n, D) of the (B, H, n, D) BF16/FP16 rows qh against all of kh, vh,
+    on the TF32 tensor cores without TF32's rounding: BF16 and FP16 values are exact in TF32
+    (8 and 10 mantissa bits), so Q K^T is exact products summed in FP32, and P = hi + lo with
+    both parts exact in TF32 (P V's error ~2^-21 relative) - a few times faster than FP32 on
+    the CUDA cores, as accurate."""
+    import torch
+
+    ref = torch.empty(qh.shape, dtype=torch.float32, device=qh.device)
+    with _tf32_matmul():
+        for h0 in range(0, qh.shape[1], heads_at_once):  # (rows x keys) FP32 scores, a few heads at a time
+            hs = slice(h0, h0 + heads_at_once)
+            p = torch.softmax(torch.matmul(qh[:, hs].float(), kh[:, hs].float().transpose(-1, -2)) * scale, dim=-1)
+            hi = _tf32_hi(p)
+            vf = vh[:, hs].float()
+            ref[:, hs] = torch.matmul(hi, vf).add_(torch.matmul(p.sub_(hi), vf))
+            del p, hi
+    return ref
+
+
 def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, policy: str = "faithful",
                     margin_db: float = 0.0):
     """psnr (B*H, 4) (NaN: not run), floor (B*H,) on the GPU: the kernel of sage2-8bit and of the
     recipes the policy needs (head_policy.measure_in_order) on `rows` strided query rows (a small
-    Q: the call's K/V preprocessing once per run), compared with FP32 attention of the same rows."""
+    Q: the call's K/V preprocessing once per run), compared with FP32 attention of the same rows
+    (reference_rows)."""
     import torch
 
     seq_dim = 2 if layout == "HND" else 1
@@ -305,12 +350,7 @@ def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, pol
     idx = torch.as_tensor((np.arange(n, dtype=np.int64) * sq) // n, device=q.device)
     qs = q.index_select(seq_dim, idx)
     qh, kh, vh = (x if layout == "HND" else x.transpose(1, 2) for x in (qs, k, v))
-    scale = float(sm_scale)
-    ref = torch.empty(qh.shape, dtype=torch.float32, device=q.device)
-    for h0 in range(0, qh.shape[1], 4):  # (rows x keys) FP32 scores, four heads at a time
-        s = torch.matmul(qh[:, h0:h0 + 4].float(), kh[:, h0:h0 + 4].float().transpose(-1, -2)) * scale
-        ref[:, h0:h0 + 4] = torch.matmul(torch.softmax(s, dim=-1), vh[:, h0:h0 + 4].float())
-        del s
+    ref = reference_rows(qh, kh, vh, float(sm_scale))
     b, h = ref.shape[0], ref.shape[1]
     ones = torch.ones((b, h), dtype=torch.uint8, device=q.device)
     ident = torch.arange(perm.shape[2], dtype=torch.int32, device=q.device).expand(perm.shape).contiguous()
