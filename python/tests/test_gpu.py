@@ -65,6 +65,30 @@ def test_policy_reference_is_fp32_accurate_and_leaves_torch_flags(dtype):
     assert err < 2e-6, err  # one TF32 pass on P would be ~1e-4
 
 
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_policy_measurement_is_the_runs_one_by_one(layout):
+    """measure_recipes overlaps two runs with the reference on a side stream: every PSNR must be
+    the one the runs give one after another on the caller's stream."""
+    q, k, v = inputs(sq=700, skv=900, layout=layout)
+    method, scale, rows = vcattn.DEFAULT_METHOD, 128 ** -0.5, 64
+    g = torch.Generator().manual_seed(3)
+    perm = torch.stack([torch.randperm(900, generator=g) for _ in range(2)])[None].to(torch.int32).cuda()
+    psnr, floor = _gpu.measure_recipes(q, k, v, layout, scale, method, perm, rows, "faithful", 0.0)
+    d = 2 if layout == "HND" else 1
+    qs = q.index_select(d, torch.as_tensor((np.arange(rows) * 700) // rows, device="cuda"))
+    hnd = (lambda x: x) if layout == "HND" else (lambda x: x.transpose(1, 2))
+    ref = _gpu.reference_rows(hnd(qs), hnd(k), hnd(v), scale)
+    one = lambda m, p=None, ex=None: _gpu._psnr_heads(  # noqa: E731
+        ref, hnd(_gpu.attention(qs, k, v, layout, scale, False, m, p, True, head_exact=ex)[0]))
+    ident = torch.arange(900, dtype=torch.int32, device="cuda").expand(1, 2, 900).contiguous()
+    ones = torch.ones((1, 2), dtype=torch.uint8, device="cuda")
+    np.testing.assert_array_equal(floor, one("sage2-8bit"))
+    for r in range(4):
+        want = one(method, ident if r & 1 else perm, ones if r & 2 else None)
+        np.testing.assert_array_equal(psnr[:, r], want)
+    assert np.isfinite(psnr).all() and (psnr > 20).all()
+
+
 def test_layouts_and_strided_views_agree():
     q, k, v = inputs(layout="NHD")
     a = vcattn.attention(q, k, v, "NHD", method="sage2-8bit", strict=True)
