@@ -26,6 +26,7 @@
 #           (tests/gpu/wan_block_compile.py -> $OUT/wan_block_compile.json, ~2-4 minutes).
 #           Needs diffusers: scripts/device_pydeps.sh builds pydeps/ here; carry "pydeps"
 #   VC_COMPILE_ARGS="..."                more arguments for wan_block_compile.py (e.g. --small)
+#   VC_SANITIZE="small lengths kmeans"   which programs the sanitize stage runs (default: all three)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
 #   VC_BENCH_METHODS="name,name"         only these methods in gpu_bench's lines (default: all)
 #   VC_BENCH_EXACT_HEADS="n m"           also time the default with n (m, ...) heads on the exact P
@@ -98,10 +99,11 @@ if has sanitize; then
                 say "   $tool exit $r"; [ $r = 0 ] || RC=1
             done
         }
-        sanitize "" 240 "$BIN" small
-        sanitize len_ 240 "$BIN" lengths   # per-batch valid lengths: launches per batch element
+        sz=" ${VC_SANITIZE:-small lengths kmeans} "
+        [[ $sz == *" small "* ]] && sanitize "" 240 "$BIN" small
+        [[ $sz == *" lengths "* ]] && sanitize len_ 240 "$BIN" lengths   # per-batch valid lengths: launches per batch element
         KM="$DIR/kmeans_check"   # the k-means kernel (TMA + mbarrier ring) on its check shapes
-        [ -x "$KM" ] && sanitize km_ 300 "$KM" check
+        [[ $sz == *" kmeans "* ]] && [ -x "$KM" ] && sanitize km_ 300 "$KM" check
     else
         say "compute-sanitizer not found"
     fi
