@@ -21,11 +21,12 @@
 #           (tests/gpu/masked_bench.py -> $OUT/masked_bench.json; VC_MASKED_ARGS for its options)
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
 #           (tests/gpu/wan_step.py, ~2-3 minutes)
-#       compile (not in the default list): a real diffusers Wan2.2-A14B-shaped block through
-#           VcattnAttnProcessor, eager vs torch.compile vs the unpatched block, graph breaks
-#           (tests/gpu/wan_block_compile.py -> $OUT/wan_block_compile.json, ~2-4 minutes).
+#       compile (not in the default list): real-size diffusers blocks (VC_COMPILE_MODELS, default
+#           "wan cogvideox": Wan2.2-A14B's and CogVideoX-5B's) through vcattn.diffusers.enable,
+#           eager vs torch.compile vs the unpatched block, graph breaks (tests/gpu/block_compile.py
+#           -> $OUT/block_compile_MODEL.json, ~2-4 minutes each).
 #           Needs diffusers: scripts/device_pydeps.sh builds pydeps/ here; carry "pydeps"
-#   VC_COMPILE_ARGS="..."                more arguments for wan_block_compile.py (e.g. --small)
+#   VC_COMPILE_ARGS="..."                more arguments for block_compile.py (e.g. --small)
 #   VC_SANITIZE="small lengths kmeans"   which programs the sanitize stage runs (default: all three)
 #   VC_BENCH_SHAPES="B,H,Sq,Skv,D ..."   shapes for the benchmark
 #   VC_BENCH_METHODS="name,name"         only these methods in gpu_bench's lines (default: all)
@@ -211,12 +212,14 @@ if has e2e; then
     [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 if has compile; then
-    say "== compile: a diffusers Wan2.2-A14B-shaped block, vcattn processor eager vs torch.compile"
     if [ -d pydeps/diffusers ]; then
-        VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python:pydeps timeout 360 \
-            python3 tests/gpu/wan_block_compile.py ${VC_COMPILE_ARGS:-} --json "$OUT/wan_block_compile.json" 2>&1 \
-            | tee -a "$LOG" | tail -40
-        [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+        for model in ${VC_COMPILE_MODELS:-wan cogvideox}; do
+            say "== compile: a real-size diffusers $model block, vcattn eager vs torch.compile"
+            VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python:pydeps timeout 360 \
+                python3 tests/gpu/block_compile.py --model "$model" ${VC_COMPILE_ARGS:-} \
+                --json "$OUT/block_compile_$model.json" 2>&1 | tee -a "$LOG" | tail -40
+            [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+        done
     else
         say "   pydeps/diffusers missing: run scripts/device_pydeps.sh and carry pydeps/"; RC=1
     fi

@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
-"""A real diffusers WanTransformerBlock through VcattnAttnProcessor: eager vs torch.compile (issue 13).
+"""A real diffusers transformer block through vcattn.diffusers.enable: eager vs torch.compile.
 
-One diffusers ``WanTransformerBlock`` with Wan2.2-A14B shapes (dim 5120, 40 heads x 128,
-FFN 13824, RMSNorm across heads on q/k, cross-attention norm, cross-attention to 512 text
-tokens) and diffusers' own 3-D RoPE (``WanRotaryPosEmbed``) over a 21 x 45 x 80 latent grid
-(720p x 81 frames after the (1, 2, 2) patch) = 75,600 tokens; BF16, random weights (no
-download). Variants, all in one process on the same inputs:
+One block of a diffusers video transformer at its real size, BF16, random weights (no
+download), with the model's own positional embedding (``--model``):
+
+  * wan        ``WanTransformerBlock`` with Wan2.2-A14B shapes (dim 5120, 40 heads x 128, FFN
+               13824, RMSNorm across heads on q/k, cross-attention norm, cross-attention to 512
+               text tokens) and ``WanRotaryPosEmbed`` over a 21 x 45 x 80 latent grid (720p x 81
+               frames after the (1, 2, 2) patch) = 75,600 tokens; its attention goes through
+               diffusers' ``dispatch_attention_fn``;
+  * cogvideox  ``CogVideoXBlock`` with CogVideoX-5B shapes (dim 3072, 48 heads x 64, FFN 4 x dim,
+               LayerNorm on q/k, time embedding 512) and ``get_3d_rotary_pos_embed`` over a
+               13 x 30 x 45 latent grid (720 x 480 x 49 frames after the 2 x 2 patch) = 17,550
+               video tokens + 226 text tokens in one joint self-attention of head_dim 64; its
+               processor calls ``torch.nn.functional.scaled_dot_product_attention``.
+
+Variants, all in one process on the same inputs:
 
   * unpatched            the block as diffusers ships it (SDPA; on CUDA cuDNN first:
                          ``--sdpa cudnn``, the default, puts cuDNN ahead of flash)
-  * vcattn eager         ``vcattn.install_wan_processors`` on a copy of the block (same
-                         weights): self-attention through vcattn (``--method``), a PlanCache
-                         (Schedule(40)) grouped at step 0 and timed at ``--step`` (9: a
-                         reuse step); cross-attention (512 keys) stays on SDPA
+  * vcattn eager         ``vcattn.diffusers.enable`` on a copy of the block (same weights):
+                         long self-attention through vcattn (``--method``), a PlanCache
+                         (Schedule(40)) grouped at step 0 and timed at ``--step`` (9: a reuse
+                         step); cross-attention (Wan's 512 text keys) stays on SDPA
   * vcattn compiled      ``torch.compile`` (inductor, mode default), and again with
                          ``fullgraph=True`` when the block traces in one graph
   * unpatched compiled   the noise floor of inductor's own rounding and its fusion gain
@@ -26,17 +36,18 @@ Checks (exit status 1 if one fails; timings never fail the run):
     as a NOTE, not failed (diffusers 0.36 breaks in dispatch_attention_fn; 0.42.1 traces);
   * the vcattn op compiled (inductor, fullgraph) on the block's attention shape gives the
     eager op's bits;
-  * routing: the compiled block's calls went through vcattn (the PlanCache counted them);
+  * routing: the eager and the compiled block's calls went through vcattn (the PlanCache
+    counted them);
   * outputs finite. The inductor-compiled block is compared with the eager one as max|diff|
     and rel-L2 next to the same numbers for the unpatched block (inductor fuses the norms,
     RoPE and modulation and rounds them differently: not bit-identical, for either).
 Reported: median times (CUDA events, after warm-up), compiled / eager and vs unpatched, the
 compile time, and the output difference vcattn vs unpatched (rel-L2, PSNR = 20 log10(max|ref|
-/ RMSE), max|diff|). Target (issue 13): compiled vcattn block no slower than eager
-(``target_met``: ratio <= 1.01, timing noise allowed).
+/ RMSE), max|diff|). Target: the compiled vcattn block no slower than eager (``target_met``:
+ratio <= 1.01, timing noise allowed).
 
-    PYTHONPATH=python:pydeps python3 tests/gpu/wan_block_compile.py [--json out.json]
-    PYTHONPATH=python:pydeps python3 tests/gpu/wan_block_compile.py --small --device cpu   # quick, CPU
+    PYTHONPATH=python:pydeps python3 tests/gpu/block_compile.py --model wan [--json out.json]
+    PYTHONPATH=python:pydeps python3 tests/gpu/block_compile.py --model cogvideox --small --device cpu
 
 diffusers: scripts/device_pydeps.sh puts a pure-Python one in pydeps/ (the device has none).
 """
@@ -56,23 +67,92 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import vcattn  # noqa: E402
+import vcattn.diffusers  # noqa: E402
 from vcattn.integration import MIN_SEQ_KV  # noqa: E402
 
-FULL = dict(heads=40, head_dim=128, ffn=13824, text=512, frames=21, height=45, width=80, min_seq_kv=MIN_SEQ_KV)
-# --small: 4 heads x 128, 384 video tokens, 32 text tokens; min_seq_kv between the two so
-# self-attention is routed and cross-attention is not, as in the full block
-SMALL = dict(heads=4, head_dim=128, ffn=1024, text=32, frames=3, height=8, width=16, min_seq_kv=64)
+# per model: the real size, and --small (a quick run: a few heads, 384 video tokens, 32 text
+# tokens; min_seq_kv between the two so that Wan's self-attention is routed and its
+# cross-attention is not, as in the full block)
+SIZES = {
+    "wan": dict(full=dict(heads=40, head_dim=128, ffn=13824, text=512, frames=21, height=45, width=80,
+                          min_seq_kv=MIN_SEQ_KV),
+                small=dict(heads=4, head_dim=128, ffn=1024, text=32, frames=3, height=8, width=16, min_seq_kv=64)),
+    "cogvideox": dict(full=dict(heads=48, head_dim=64, ffn=4 * 3072, text=226, frames=13, height=30, width=45,
+                                min_seq_kv=MIN_SEQ_KV),
+                      small=dict(heads=4, head_dim=64, ffn=1024, text=32, frames=3, height=8, width=16, min_seq_kv=64)),
+}
 
 
 def load_diffusers():
     try:
         import diffusers
-        from diffusers.models.transformers import transformer_wan
+        import diffusers.models.transformers  # noqa: F401
     except Exception as e:  # ImportError, or a diffusers too new for this torch
-        sys.exit(f"wan_block_compile: cannot import diffusers ({type(e).__name__}: {e}). The device has none: "
+        sys.exit(f"block_compile: cannot import diffusers ({type(e).__name__}: {e}). The device has none: "
                  f"scripts/device_pydeps.sh builds pydeps/ (diffusers 0.42.1: torch >= 2.6) on a machine with "
                  f"PyPI; carry pydeps and run with PYTHONPATH=python:pydeps")
-    return diffusers, transformer_wan
+    return diffusers
+
+
+def as_loaded(block, model_cls, dtype):
+    """The block as from_pretrained(torch_dtype=dtype) leaves it: the model's
+    _keep_in_fp32_modules stay float32. Returns the list of kept names."""
+    keep = getattr(model_cls, "_keep_in_fp32_modules", None) or []
+    block = block.to(dtype).eval().requires_grad_(False)
+    for name, prm in block.named_parameters():
+        if any(m in name for m in keep):
+            prm.data = prm.data.float()
+    return block, keep
+
+
+def build_wan(cfg, device, dtype):
+    """(block, inputs, attention tokens): Wan2.2-A14B's block as WanTransformer3DModel builds it
+    (cross_attn_norm=True, qk_norm rms_norm_across_heads, eps 1e-6), its RoPE cast like the model."""
+    from diffusers.models.transformers import transformer_wan as tw
+    dim, tokens = cfg["heads"] * cfg["head_dim"], cfg["frames"] * cfg["height"] * cfg["width"]
+    with torch.device(device):
+        block = tw.WanTransformerBlock(dim, cfg["ffn"], cfg["heads"], "rms_norm_across_heads", True, 1e-6, None)
+        rope = tw.WanRotaryPosEmbed(cfg["head_dim"], (1, 2, 2), 1024)
+    block, keep = as_loaded(block, tw.WanTransformer3DModel, dtype)  # diffusers >= 0.4x keeps rope too
+    if "rope" not in keep:
+        rope = rope.to(dtype)
+    x = torch.randn(1, tokens, dim, device=device, dtype=dtype)
+    ctx = torch.randn(1, cfg["text"], dim, device=device, dtype=dtype)
+    temb = (0.5 * torch.randn(1, 6, dim, device=device)).to(dtype)      # the model's timestep_proj
+    latent = torch.empty(1, 16, cfg["frames"], 2 * cfg["height"], 2 * cfg["width"], device=device, dtype=dtype)
+    with torch.no_grad():
+        rotary = rope(latent)
+    return block, (x, ctx, temb, rotary), tokens
+
+
+def build_cogvideox(cfg, device, dtype):
+    """(block, inputs, attention tokens): CogVideoX-5B's block as CogVideoXTransformer3DModel
+    builds it (gelu-approximate, attention bias, affine norms, eps 1e-5, time_embed_dim 512),
+    the 3-D RoPE as the pipeline makes it at its native grid (use_real: (cos, sin))."""
+    from diffusers.models.embeddings import get_3d_rotary_pos_embed
+    from diffusers.models.transformers import cogvideox_transformer_3d as tc
+    dim, tokens = cfg["heads"] * cfg["head_dim"], cfg["frames"] * cfg["height"] * cfg["width"]
+    with torch.device(device):
+        block = tc.CogVideoXBlock(dim=dim, num_attention_heads=cfg["heads"], attention_head_dim=cfg["head_dim"],
+                                  time_embed_dim=512, dropout=0.0, activation_fn="gelu-approximate",
+                                  attention_bias=True, norm_elementwise_affine=True, norm_eps=1e-5,
+                                  ff_inner_dim=cfg["ffn"])
+    block, _ = as_loaded(block, tc.CogVideoXTransformer3DModel, dtype)
+    grid = (cfg["height"], cfg["width"])
+    cos, sin = get_3d_rotary_pos_embed(embed_dim=cfg["head_dim"], crops_coords=((0, 0), grid), grid_size=grid,
+                                       temporal_size=cfg["frames"], device=device)
+    x = torch.randn(1, tokens, dim, device=device, dtype=dtype)
+    ctx = torch.randn(1, cfg["text"], dim, device=device, dtype=dtype)
+    temb = torch.randn(1, 512, device=device, dtype=dtype)
+    return block, (x, ctx, temb, (cos, sin)), tokens + cfg["text"]
+
+
+BUILDERS = {"wan": build_wan, "cogvideox": build_cogvideox}
+
+
+def output_of(y):
+    """One tensor of a block's output (CogVideoX's block returns video and text states)."""
+    return torch.cat([t.flatten() for t in y]) if isinstance(y, tuple) else y
 
 
 def sdpa_context(kind, device):
@@ -149,7 +229,8 @@ def reset_dynamo():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--small", action="store_true", help="reduced sizes (4 heads, 384 tokens): a quick run")
+    ap.add_argument("--model", choices=sorted(BUILDERS), default="wan", help="the block (default wan)")
+    ap.add_argument("--small", action="store_true", help="reduced sizes (4 heads, 384 video tokens): a quick run")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--method", default=vcattn.DEFAULT_METHOD)
     ap.add_argument("--step", type=int, default=9,
@@ -168,52 +249,31 @@ def main():
     ap.add_argument("--no-fullgraph", action="store_true", help="skip the inductor fullgraph=True variant")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    cfg = dict(SMALL if args.small else FULL)
+    cfg = dict(SIZES[args.model]["small" if args.small else "full"])
     for k in ("frames", "height", "width", "heads", "ffn", "text", "min_seq_kv"):
         if getattr(args, k) is not None:
             cfg[k] = getattr(args, k)
     reps = args.reps if args.reps is not None else (3 if args.small else 10)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        sys.exit("wan_block_compile: no CUDA device (use --device cpu --small for a CPU run)")
-    diffusers, tw = load_diffusers()
+        sys.exit("block_compile: no CUDA device (use --device cpu --small for a CPU run)")
+    diffusers = load_diffusers()
     dtype = torch.bfloat16
     dim = cfg["heads"] * cfg["head_dim"]
-    tokens = cfg["frames"] * cfg["height"] * cfg["width"]
     torch.manual_seed(0)
-
-    # the block as WanTransformer3DModel builds it for Wan2.2-A14B (cross_attn_norm=True,
-    # qk_norm rms_norm_across_heads, eps 1e-6), and its RoPE module, cast like the model
-    with torch.device(device):
-        block = tw.WanTransformerBlock(dim, cfg["ffn"], cfg["heads"], "rms_norm_across_heads", True, 1e-6, None)
-        rope = tw.WanRotaryPosEmbed(cfg["head_dim"], (1, 2, 2), 1024)
-    # as from_pretrained(torch_dtype=bfloat16) leaves them: the model's _keep_in_fp32_modules
-    # (scale_shift_table, norm1-3; diffusers >= 0.4x also rope) stay float32 / as built
-    keep = getattr(tw.WanTransformer3DModel, "_keep_in_fp32_modules", None) or []
-    block = block.to(dtype).eval().requires_grad_(False)
-    for name, prm in block.named_parameters():
-        if any(m in name for m in keep):
-            prm.data = prm.data.float()
-    if "rope" not in keep:
-        rope = rope.to(dtype)
-    x = torch.randn(1, tokens, dim, device=device, dtype=dtype)
-    ctx = torch.randn(1, cfg["text"], dim, device=device, dtype=dtype)
-    temb = (0.5 * torch.randn(1, 6, dim, device=device)).to(dtype)      # the model's timestep_proj
-    latent = torch.empty(1, 16, cfg["frames"], 2 * cfg["height"], 2 * cfg["width"], device=device, dtype=dtype)
-    with torch.no_grad():
-        rotary = rope(latent)
+    block, inputs, tokens = BUILDERS[args.model](cfg, device, dtype)
 
     patched = copy.deepcopy(block)
     cache = vcattn.PlanCache(vcattn.Schedule(40))
-    n_proc = vcattn.install_wan_processors(patched, cache, method=args.method, strict=True,
-                                           min_seq_kv=cfg["min_seq_kv"])
+    handle = vcattn.diffusers.enable(patched, plan_cache=cache, method=args.method, strict=True,
+                                     min_seq_kv=cfg["min_seq_kv"])
 
     def reuses():
         return sum(v.get("reuse", 0) for v in cache.summary().values())
 
     res = dict(config=dict(cfg, dim=dim, tokens=tokens, dtype="bfloat16", device=str(device), method=args.method,
                            step=args.step, reps=reps, warmup=args.warmup, sdpa=args.sdpa, small=args.small,
-                           processors_installed=n_proc),
+                           model=args.model, attention_modules=len(handle.layers)),
                versions=dict(torch=torch.__version__, diffusers=diffusers.__version__,
                              vcattn=vcattn.library_info().get("version"),
                              gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
@@ -235,18 +295,18 @@ def main():
         print(f"  {name:28s} {med:10.2f} ms (median of {len(ts)})", flush=True)
         save()
 
-    run_base = lambda: block(x, ctx, temb, rotary)  # noqa: E731
-    run_vc = lambda: patched(x, ctx, temb, rotary)  # noqa: E731
-    print(f"WAN BLOCK {tokens} tokens, dim {dim} ({cfg['heads']} x {cfg['head_dim']}), ffn {cfg['ffn']}, "
+    run_base = lambda: output_of(block(*inputs))  # noqa: E731
+    run_vc = lambda: output_of(patched(*inputs))  # noqa: E731
+    print(f"{args.model.upper()} BLOCK {tokens} attention tokens, dim {dim} ({cfg['heads']} x {cfg['head_dim']}), ffn {cfg['ffn']}, "
           f"{cfg['text']} text tokens, {device}, diffusers {diffusers.__version__}, torch {torch.__version__}, "
           f"method {args.method}", flush=True)
     with torch.no_grad(), sdpa_context(args.sdpa, device):
         # ---- eager
         med, ts, y_base = bench(run_base, reps, args.warmup, device)
         record("unpatched_eager", med, ts)
-        cache.set_step(0)
+        handle.set_step(0)
         run_vc()                                       # groups every routed layer once (step 0)
-        cache.set_step(args.step)
+        handle.set_step(args.step)
         med, ts, y_vc = bench(run_vc, reps, args.warmup, device)
         record("vcattn_eager", med, ts)
         routed_keys = sorted(map(str, cache.keys()))
@@ -264,7 +324,7 @@ def main():
         reset_dynamo()
         base_dynamo_identical = None
         try:
-            y = torch.compile(block, backend="eager", fullgraph=True)(x, ctx, temb, rotary)
+            y = output_of(torch.compile(block, backend="eager", fullgraph=True)(*inputs))
             res["checks"]["unpatched_fullgraph_traces"] = True
             res["compare"]["unpatched_dynamo_eager_fullgraph_vs_eager"] = compare(y_base, y)
             base_dynamo_identical = res["compare"]["unpatched_dynamo_eager_fullgraph_vs_eager"]["bit_identical"]
@@ -273,13 +333,13 @@ def main():
             res["checks"]["unpatched_fullgraph_traces"] = False
             res["errors"]["unpatched_fullgraph_trace"] = f"{type(e).__name__}: {e}"[:2000]
         reset_dynamo()
-        torch.compile(block, backend="eager")(x, ctx, temb, rotary)
+        torch.compile(block, backend="eager")(*inputs)
         res["checks"]["unpatched_graphs"] = graph_stats()
         base_breaks = res["checks"]["unpatched_graphs"]["graph_breaks"]
         reset_dynamo()
         try:
             f = torch.compile(patched, backend="eager", fullgraph=True)
-            _, y = first_call(lambda: f(x, ctx, temb, rotary), device)
+            _, y = first_call(lambda: output_of(f(*inputs)), device)
             c = compare(y_vc, y)
             res["compare"]["dynamo_eager_fullgraph_vs_eager"] = c
             res["checks"]["fullgraph_traces"] = True
@@ -300,11 +360,11 @@ def main():
         reset_dynamo()
         comp = torch.compile(patched)
         before = reuses()
-        t_c, _ = first_call(lambda: comp(x, ctx, temb, rotary), device)
+        t_c, _ = first_call(lambda: output_of(comp(*inputs)), device)
         res["compile_s"]["vcattn_compiled"] = t_c
         print(f"  {'vcattn_compiled first call':28s} {t_c:10.1f} s (compile)", flush=True)
         gs = graph_stats()
-        med, ts, y_comp = bench(lambda: comp(x, ctx, temb, rotary), reps, args.warmup, device)
+        med, ts, y_comp = bench(lambda: output_of(comp(*inputs)), reps, args.warmup, device)
         gs_after = graph_stats()
         record("vcattn_compiled", med, ts)
         res["checks"]["compiled_graphs"] = gs
@@ -329,10 +389,10 @@ def main():
             reset_dynamo()
             try:
                 compf = torch.compile(patched, fullgraph=True)
-                t_c, _ = first_call(lambda: compf(x, ctx, temb, rotary), device)
+                t_c, _ = first_call(lambda: output_of(compf(*inputs)), device)
                 res["compile_s"]["vcattn_compiled_fullgraph"] = t_c
                 print(f"  {'vcattn_compiled_fullgraph first call':28s} {t_c:10.1f} s (compile)", flush=True)
-                med, ts, y_cf = bench(lambda: compf(x, ctx, temb, rotary), reps, args.warmup, device)
+                med, ts, y_cf = bench(lambda: output_of(compf(*inputs)), reps, args.warmup, device)
                 record("vcattn_compiled_fullgraph", med, ts)
                 res["compare"]["vcattn_compiled_fullgraph_vs_eager"] = compare(y_vc, y_cf)
             except Exception as e:
@@ -343,10 +403,10 @@ def main():
         if not args.no_compiled_baseline:
             reset_dynamo()
             compb = torch.compile(block)
-            t_c, _ = first_call(lambda: compb(x, ctx, temb, rotary), device)
+            t_c, _ = first_call(lambda: output_of(compb(*inputs)), device)
             res["compile_s"]["unpatched_compiled"] = t_c
             print(f"  {'unpatched_compiled first call':28s} {t_c:10.1f} s (compile)", flush=True)
-            med, ts, y_cb = bench(lambda: compb(x, ctx, temb, rotary), reps, args.warmup, device)
+            med, ts, y_cb = bench(lambda: output_of(compb(*inputs)), reps, args.warmup, device)
             record("unpatched_compiled", med, ts)
             res["compare"]["unpatched_compiled_vs_eager"] = compare(y_base, y_cb)
 
@@ -393,7 +453,7 @@ def main():
     fv = res["compare"]["vcattn_vs_unpatched"]
     print(json.dumps({k: res[k] for k in ("ratios", "compile_s", "checks", "compare", "errors")}, indent=1,
                      default=str))
-    print(f"WAN BLOCK COMPILE {tokens} tokens: unpatched {t['unpatched_eager']:.2f} ms, vcattn eager "
+    print(f"{args.model.upper()} BLOCK COMPILE {tokens} attention tokens: unpatched {t['unpatched_eager']:.2f} ms, vcattn eager "
           f"{t['vcattn_eager']:.2f} ms, compiled {t.get('vcattn_compiled', math.nan):.2f} ms -> compiled/eager "
           f"{r.get('compiled_over_eager', math.nan):.3f} "
           f"(fullgraph {r.get('compiled_fullgraph_over_eager', math.nan):.3f})"
