@@ -48,9 +48,10 @@ def test_kernel_matches_simulation_and_reference(method):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_policy_reference_is_fp32_accurate(dtype):
-    """The policy's reference (BF16: the tensor cores with P split in three; FP16: FP32 matmuls)
+    """The policy's reference (BF16: the tensor cores with P split in two; FP16: FP32 matmuls)
     against FP64, on rows with a sharp softmax and a few keys of massive V (the sink heads it
-    must judge): FP32-level, and no torch matmul flag changed."""
+    must judge): FP32-level (P rounded to BF16 once would be ~1e-3; FP32 scores of these
+    sharp rows alone give a few 1e-6, measured 6.4e-6 on an H100 with P in three parts)."""
     g = torch.Generator().manual_seed(5)
     q, k, v = (torch.randn(1, 3, n, 128, generator=g) for n in (96, 3000, 3000))
     q *= 2.5  # peaked rows
@@ -59,7 +60,7 @@ def test_policy_reference_is_fp32_accurate(dtype):
     got = _gpu.reference_rows(q, k, v, 128 ** -0.5, heads_at_once=2)
     ref = torch.softmax(q.double() @ k.double().transpose(-1, -2) * 128 ** -0.5, dim=-1) @ v.double()
     err = ((got.double() - ref).norm(dim=-1) / ref.norm(dim=-1)).max().item()
-    assert err < 2e-6, err  # P rounded to BF16 once would be ~1e-3
+    assert err < 2e-5, err
 
 
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
