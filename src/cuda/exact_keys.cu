@@ -107,11 +107,14 @@ __global__ void __launch_bounds__(VC_ORDER_THREADS) vc_key_order(vc_exact_args a
 /* CPT channels per lane (lane l holds channels l*CPT ..); a warp computes R rows at once,
  * VC_MERGE_ROWS rows per block of VC_MERGE_WARPS warps, the exact keys' K and V in shared
  * memory per block. Each warp streams its rows' Q, O and LSE through VC_MERGE_STAGES slots of
- * shared memory with cp.async, so the loads of the next steps are in flight while it computes
- * (with one block of 8 warps per SM, loads issued only when needed left the merge latency-bound).
- * A lane copies exactly the channels it reads back: only the LSE slot is shared in the warp. */
+ * shared memory with cp.async, so the loads of the next steps are in flight while it computes.
+ * A lane copies exactly the channels it reads back: only the LSE slot is shared in the warp.
+ * The loop is issue-bound on dependent shuffles and FMAs: it needs warps to hide them, so two
+ * blocks share an SM (VC_MERGE_BLOCKS_PER_SM: <= 128 registers, no spill; 2 x 82 KB of shared
+ * memory at D = 128). */
 #define VC_MERGE_ROWS 1024
 #define VC_MERGE_WARPS 8
+#define VC_MERGE_BLOCKS_PER_SM 2
 #define VC_MERGE_ROWS_PER_STEP 4 /* rows a warp computes at once */
 #define VC_MERGE_STAGES 4
 
@@ -153,7 +156,7 @@ __device__ __forceinline__ void vc_transpose_level(float (&p)[N], int lane) {
 }
 
 template <typename T, typename TO, int CPT>
-__global__ void __launch_bounds__(32 * VC_MERGE_WARPS, 1) vc_exact_merge_rows(vc_exact_args a) {
+__global__ void __launch_bounds__(32 * VC_MERGE_WARPS, VC_MERGE_BLOCKS_PER_SM) vc_exact_merge_rows(vc_exact_args a) {
     constexpr int D = CPT * 32, NJ = VC_EXACT_KEYS_MAX, R = VC_MERGE_ROWS_PER_STEP, NS = VC_MERGE_STAGES;
     constexpr int STEPS = VC_MERGE_ROWS / (VC_MERGE_WARPS * R); /* steps per warp */
     extern __shared__ float kv[]; /* [NJ][D] K then [NJ][D] V of the exact keys, FP32; the slots */
