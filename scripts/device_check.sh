@@ -22,9 +22,10 @@
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
 #           (tests/gpu/wan_step.py, ~2-3 minutes)
 #       compile (not in the default list): real-size diffusers blocks (VC_COMPILE_MODELS, default
-#           "wan cogvideox": Wan2.2-A14B's and CogVideoX-5B's) through vcattn.diffusers.enable,
-#           eager vs torch.compile vs the unpatched block, graph breaks (tests/gpu/block_compile.py
-#           -> $OUT/block_compile_MODEL.json, ~2-4 minutes each).
+#           "wan cogvideox hunyuanvideo15": Wan2.2-A14B's, CogVideoX-5B's, HunyuanVideo-1.5's with
+#           its padded text mask, eager only) through vcattn.diffusers.enable, eager vs
+#           torch.compile vs the unpatched block, graph breaks (tests/gpu/block_compile.py
+#           -> $OUT/block_compile_MODEL.json, ~1-4 minutes each).
 #           Needs diffusers: scripts/device_pydeps.sh builds pydeps/ here; carry "pydeps"
 #   VC_COMPILE_ARGS="..."                more arguments for block_compile.py (e.g. --small)
 #   VC_SANITIZE="small lengths kmeans"   which programs the sanitize stage runs (default: all three)
@@ -213,7 +214,7 @@ if has e2e; then
 fi
 if has compile; then
     if [ -d pydeps/diffusers ]; then
-        for model in ${VC_COMPILE_MODELS:-wan cogvideox}; do
+        for model in ${VC_COMPILE_MODELS:-wan cogvideox hunyuanvideo15}; do
             say "== compile: a real-size diffusers $model block, vcattn eager vs torch.compile"
             VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python:pydeps timeout 360 \
                 python3 tests/gpu/block_compile.py --model "$model" ${VC_COMPILE_ARGS:-} \

@@ -13,7 +13,15 @@ download), with the model's own positional embedding (``--model``):
                LayerNorm on q/k, time embedding 512) and ``get_3d_rotary_pos_embed`` over a
                13 x 30 x 45 latent grid (720 x 480 x 49 frames after the 2 x 2 patch) = 17,550
                video tokens + 226 text tokens in one joint self-attention of head_dim 64; its
-               processor calls ``torch.nn.functional.scaled_dot_product_attention``.
+               processor calls ``torch.nn.functional.scaled_dot_product_attention``;
+  * hunyuanvideo15  ``HunyuanVideo15TransformerBlock`` with HunyuanVideo-1.5's shapes (dim 2048,
+               16 heads x 128, MLP ratio 4, RMSNorm on q/k) and ``HunyuanVideo15RotaryPosEmbed``
+               over a 31 x 45 x 80 latent grid (720p x 121 frames) = 111,600 video tokens, joint
+               with 1,300 text tokens of which the last 300 are padding: the block builds the
+               boolean (B, 1, S, S) mask ``valid[i] & valid[j]`` and calls
+               ``dispatch_attention_fn`` with it, and vcattn reads it as a valid length
+               (``vcattn.masks``). Eager only: under torch.compile a mask is not read, the call
+               stays on the model's backend (docs/python.md), so there is nothing to compare.
 
 Variants, all in one process on the same inputs:
 
@@ -77,6 +85,10 @@ SIZES = {
     "wan": dict(full=dict(heads=40, head_dim=128, ffn=13824, text=512, frames=21, height=45, width=80,
                           min_seq_kv=MIN_SEQ_KV),
                 small=dict(heads=4, head_dim=128, ffn=1024, text=32, frames=3, height=8, width=16, min_seq_kv=64)),
+    "hunyuanvideo15": dict(full=dict(heads=16, head_dim=128, ffn=4 * 2048, text=1300, pad=300, frames=31, height=45,
+                                     width=80, min_seq_kv=MIN_SEQ_KV),
+                           small=dict(heads=4, head_dim=128, ffn=1024, text=48, pad=16, frames=3, height=8, width=16,
+                                      min_seq_kv=64)),
     "cogvideox": dict(full=dict(heads=48, head_dim=64, ffn=4 * 3072, text=226, frames=13, height=30, width=45,
                                 min_seq_kv=MIN_SEQ_KV),
                       small=dict(heads=4, head_dim=64, ffn=1024, text=32, frames=3, height=8, width=16, min_seq_kv=64)),
@@ -147,7 +159,31 @@ def build_cogvideox(cfg, device, dtype):
     return block, (x, ctx, temb, (cos, sin)), tokens + cfg["text"]
 
 
-BUILDERS = {"wan": build_wan, "cogvideox": build_cogvideox}
+def build_hunyuanvideo15(cfg, device, dtype):
+    """(block, inputs, attention tokens): HunyuanVideo-1.5's double-stream block as its
+    Transformer3DModel builds it (qk_norm rms_norm), the RoPE of the model's defaults (patch 1,
+    axes 16/56/56, theta 256) over the latent grid, and the text mask as the model hands it to
+    every block: the valid tokens first (the model reorders each sample so), the padding last."""
+    from diffusers.models.transformers import transformer_hunyuan_video15 as th
+    dim, tokens = cfg["heads"] * cfg["head_dim"], cfg["frames"] * cfg["height"] * cfg["width"]
+    mlp_ratio = cfg["ffn"] / dim
+    with torch.device(device):
+        block = th.HunyuanVideo15TransformerBlock(cfg["heads"], cfg["head_dim"], mlp_ratio, qk_norm="rms_norm")
+        rope = th.HunyuanVideo15RotaryPosEmbed(1, 1, [16, 56, 56], 256.0)
+    block, _ = as_loaded(block, th.HunyuanVideo15Transformer3DModel, dtype)
+    x = torch.randn(1, tokens, dim, device=device, dtype=dtype)
+    ctx = torch.randn(1, cfg["text"], dim, device=device, dtype=dtype)
+    temb = torch.randn(1, dim, device=device, dtype=dtype)
+    mask = torch.ones(1, cfg["text"], dtype=torch.bool, device=device)
+    mask[:, cfg["text"] - cfg["pad"]:] = False
+    latent = torch.empty(1, 65, cfg["frames"], cfg["height"], cfg["width"], device=device, dtype=dtype)
+    with torch.no_grad():
+        freqs = rope(latent)
+    return block, (x, ctx, temb, mask, freqs), tokens + cfg["text"]
+
+
+BUILDERS = {"wan": build_wan, "cogvideox": build_cogvideox, "hunyuanvideo15": build_hunyuanvideo15}
+EAGER_ONLY = {"hunyuanvideo15"}  # a mask is not read under torch.compile: nothing routed to compare
 
 
 def output_of(y):
@@ -318,97 +354,102 @@ def main():
             if not torch.isfinite(y).all():
                 failures.append(f"{name} eager output not finite")
 
-        # ---- fullgraph tracing (dynamo only, backend "eager"): the same kernels, the same bits.
-        # The unpatched block first: a break there is diffusers' own (e.g. diffusers 0.36's
-        # dispatch_attention_fn calls is_torch_version under dynamo), not vcattn's
-        reset_dynamo()
-        base_dynamo_identical = None
-        try:
-            y = output_of(torch.compile(block, backend="eager", fullgraph=True)(*inputs))
-            res["checks"]["unpatched_fullgraph_traces"] = True
-            res["compare"]["unpatched_dynamo_eager_fullgraph_vs_eager"] = compare(y_base, y)
-            base_dynamo_identical = res["compare"]["unpatched_dynamo_eager_fullgraph_vs_eager"]["bit_identical"]
-            del y
-        except Exception as e:
-            res["checks"]["unpatched_fullgraph_traces"] = False
-            res["errors"]["unpatched_fullgraph_trace"] = f"{type(e).__name__}: {e}"[:2000]
-        reset_dynamo()
-        torch.compile(block, backend="eager")(*inputs)
-        res["checks"]["unpatched_graphs"] = graph_stats()
-        base_breaks = res["checks"]["unpatched_graphs"]["graph_breaks"]
-        reset_dynamo()
-        try:
-            f = torch.compile(patched, backend="eager", fullgraph=True)
-            _, y = first_call(lambda: output_of(f(*inputs)), device)
-            c = compare(y_vc, y)
-            res["compare"]["dynamo_eager_fullgraph_vs_eager"] = c
-            res["checks"]["fullgraph_traces"] = True
-            res["checks"]["dynamo_eager_bit_identical"] = c["bit_identical"]
-            if not c["bit_identical"]:
-                # the unpatched block differing too means the surrounding ops do, not vcattn
-                (notes if base_dynamo_identical is False else failures).append(
-                    f"dynamo (backend eager, fullgraph) block differs from eager: max|diff| {c['max_abs_diff']:.3g} "
-                    f"(unpatched block bit-identical: {base_dynamo_identical})")
-        except Exception as e:
-            res["checks"]["fullgraph_traces"] = False
-            res["errors"]["fullgraph_trace"] = f"{type(e).__name__}: {e}"[:2000]
-            first_line = str(e).splitlines()[0][:300] if str(e) else ""
-            (notes if not res["checks"]["unpatched_fullgraph_traces"] else failures).append(
-                f"the vcattn block does not trace with fullgraph=True: {type(e).__name__}: {first_line}")
-
-        # ---- inductor, mode default
-        reset_dynamo()
-        comp = torch.compile(patched)
-        before = reuses()
-        t_c, _ = first_call(lambda: output_of(comp(*inputs)), device)
-        res["compile_s"]["vcattn_compiled"] = t_c
-        print(f"  {'vcattn_compiled first call':28s} {t_c:10.1f} s (compile)", flush=True)
-        gs = graph_stats()
-        med, ts, y_comp = bench(lambda: output_of(comp(*inputs)), reps, args.warmup, device)
-        gs_after = graph_stats()
-        record("vcattn_compiled", med, ts)
-        res["checks"]["compiled_graphs"] = gs
-        res["checks"]["compiled_recompiles_while_timed"] = gs_after["unique_graphs"] - gs["unique_graphs"]
-        calls = 1 + args.warmup + reps
-        res["checks"]["compiled_vcattn_calls"] = reuses() - before
-        if gs["graph_breaks"]:
-            # breaks the unpatched block has too are diffusers' (reported, not failed)
-            (failures if gs["graph_breaks"] > base_breaks else notes).append(
-                f"{gs['graph_breaks']} graph break(s) in the compiled vcattn block ({base_breaks} in the unpatched "
-                f"block): {list(gs['graph_break_reasons'])[:3]}")
-        if reuses() - before < calls * len(routed_keys):
-            failures.append(f"the compiled block made {reuses() - before} vcattn calls, expected "
-                            f">= {calls * len(routed_keys)}")
-        res["compare"]["vcattn_compiled_vs_eager"] = compare(y_vc, y_comp)
-        res["compare"]["vcattn_compiled_vs_unpatched"] = compare(y_base, y_comp)
-        if not torch.isfinite(y_comp).all():
-            failures.append("compiled vcattn output not finite")
-
-        # ---- inductor, fullgraph=True
-        if not args.no_fullgraph and res["checks"].get("fullgraph_traces"):
+        compiles = args.model not in EAGER_ONLY
+        if not compiles:
+            res["config"]["eager_only"] = ("under torch.compile the block's mask is not read and its attention stays "
+                                           "on the model's backend (docs/python.md)")
+        if compiles:
+            # ---- fullgraph tracing (dynamo only, backend "eager"): the same kernels, the same bits.
+            # The unpatched block first: a break there is diffusers' own (e.g. diffusers 0.36's
+            # dispatch_attention_fn calls is_torch_version under dynamo), not vcattn's
+            reset_dynamo()
+            base_dynamo_identical = None
+            try:
+                y = output_of(torch.compile(block, backend="eager", fullgraph=True)(*inputs))
+                res["checks"]["unpatched_fullgraph_traces"] = True
+                res["compare"]["unpatched_dynamo_eager_fullgraph_vs_eager"] = compare(y_base, y)
+                base_dynamo_identical = res["compare"]["unpatched_dynamo_eager_fullgraph_vs_eager"]["bit_identical"]
+                del y
+            except Exception as e:
+                res["checks"]["unpatched_fullgraph_traces"] = False
+                res["errors"]["unpatched_fullgraph_trace"] = f"{type(e).__name__}: {e}"[:2000]
+            reset_dynamo()
+            torch.compile(block, backend="eager")(*inputs)
+            res["checks"]["unpatched_graphs"] = graph_stats()
+            base_breaks = res["checks"]["unpatched_graphs"]["graph_breaks"]
             reset_dynamo()
             try:
-                compf = torch.compile(patched, fullgraph=True)
-                t_c, _ = first_call(lambda: output_of(compf(*inputs)), device)
-                res["compile_s"]["vcattn_compiled_fullgraph"] = t_c
-                print(f"  {'vcattn_compiled_fullgraph first call':28s} {t_c:10.1f} s (compile)", flush=True)
-                med, ts, y_cf = bench(lambda: output_of(compf(*inputs)), reps, args.warmup, device)
-                record("vcattn_compiled_fullgraph", med, ts)
-                res["compare"]["vcattn_compiled_fullgraph_vs_eager"] = compare(y_vc, y_cf)
+                f = torch.compile(patched, backend="eager", fullgraph=True)
+                _, y = first_call(lambda: output_of(f(*inputs)), device)
+                c = compare(y_vc, y)
+                res["compare"]["dynamo_eager_fullgraph_vs_eager"] = c
+                res["checks"]["fullgraph_traces"] = True
+                res["checks"]["dynamo_eager_bit_identical"] = c["bit_identical"]
+                if not c["bit_identical"]:
+                    # the unpatched block differing too means the surrounding ops do, not vcattn
+                    (notes if base_dynamo_identical is False else failures).append(
+                        f"dynamo (backend eager, fullgraph) block differs from eager: max|diff| {c['max_abs_diff']:.3g} "
+                        f"(unpatched block bit-identical: {base_dynamo_identical})")
             except Exception as e:
-                res["errors"]["compiled_fullgraph"] = f"{type(e).__name__}: {e}"[:2000]
-                failures.append(f"inductor fullgraph=True failed: {type(e).__name__}")
+                res["checks"]["fullgraph_traces"] = False
+                res["errors"]["fullgraph_trace"] = f"{type(e).__name__}: {e}"[:2000]
+                first_line = str(e).splitlines()[0][:300] if str(e) else ""
+                (notes if not res["checks"]["unpatched_fullgraph_traces"] else failures).append(
+                    f"the vcattn block does not trace with fullgraph=True: {type(e).__name__}: {first_line}")
 
-        # ---- inductor on the unpatched block: inductor's own rounding, and what fusion gains
-        if not args.no_compiled_baseline:
+            # ---- inductor, mode default
             reset_dynamo()
-            compb = torch.compile(block)
-            t_c, _ = first_call(lambda: output_of(compb(*inputs)), device)
-            res["compile_s"]["unpatched_compiled"] = t_c
-            print(f"  {'unpatched_compiled first call':28s} {t_c:10.1f} s (compile)", flush=True)
-            med, ts, y_cb = bench(lambda: output_of(compb(*inputs)), reps, args.warmup, device)
-            record("unpatched_compiled", med, ts)
-            res["compare"]["unpatched_compiled_vs_eager"] = compare(y_base, y_cb)
+            comp = torch.compile(patched)
+            before = reuses()
+            t_c, _ = first_call(lambda: output_of(comp(*inputs)), device)
+            res["compile_s"]["vcattn_compiled"] = t_c
+            print(f"  {'vcattn_compiled first call':28s} {t_c:10.1f} s (compile)", flush=True)
+            gs = graph_stats()
+            med, ts, y_comp = bench(lambda: output_of(comp(*inputs)), reps, args.warmup, device)
+            gs_after = graph_stats()
+            record("vcattn_compiled", med, ts)
+            res["checks"]["compiled_graphs"] = gs
+            res["checks"]["compiled_recompiles_while_timed"] = gs_after["unique_graphs"] - gs["unique_graphs"]
+            calls = 1 + args.warmup + reps
+            res["checks"]["compiled_vcattn_calls"] = reuses() - before
+            if gs["graph_breaks"]:
+                # breaks the unpatched block has too are diffusers' (reported, not failed)
+                (failures if gs["graph_breaks"] > base_breaks else notes).append(
+                    f"{gs['graph_breaks']} graph break(s) in the compiled vcattn block ({base_breaks} in the unpatched "
+                    f"block): {list(gs['graph_break_reasons'])[:3]}")
+            if reuses() - before < calls * len(routed_keys):
+                failures.append(f"the compiled block made {reuses() - before} vcattn calls, expected "
+                                f">= {calls * len(routed_keys)}")
+            res["compare"]["vcattn_compiled_vs_eager"] = compare(y_vc, y_comp)
+            res["compare"]["vcattn_compiled_vs_unpatched"] = compare(y_base, y_comp)
+            if not torch.isfinite(y_comp).all():
+                failures.append("compiled vcattn output not finite")
+
+            # ---- inductor, fullgraph=True
+            if not args.no_fullgraph and res["checks"].get("fullgraph_traces"):
+                reset_dynamo()
+                try:
+                    compf = torch.compile(patched, fullgraph=True)
+                    t_c, _ = first_call(lambda: output_of(compf(*inputs)), device)
+                    res["compile_s"]["vcattn_compiled_fullgraph"] = t_c
+                    print(f"  {'vcattn_compiled_fullgraph first call':28s} {t_c:10.1f} s (compile)", flush=True)
+                    med, ts, y_cf = bench(lambda: output_of(compf(*inputs)), reps, args.warmup, device)
+                    record("vcattn_compiled_fullgraph", med, ts)
+                    res["compare"]["vcattn_compiled_fullgraph_vs_eager"] = compare(y_vc, y_cf)
+                except Exception as e:
+                    res["errors"]["compiled_fullgraph"] = f"{type(e).__name__}: {e}"[:2000]
+                    failures.append(f"inductor fullgraph=True failed: {type(e).__name__}")
+
+            # ---- inductor on the unpatched block: inductor's own rounding, and what fusion gains
+            if not args.no_compiled_baseline:
+                reset_dynamo()
+                compb = torch.compile(block)
+                t_c, _ = first_call(lambda: output_of(compb(*inputs)), device)
+                res["compile_s"]["unpatched_compiled"] = t_c
+                print(f"  {'unpatched_compiled first call':28s} {t_c:10.1f} s (compile)", flush=True)
+                med, ts, y_cb = bench(lambda: output_of(compb(*inputs)), reps, args.warmup, device)
+                record("unpatched_compiled", med, ts)
+                res["compare"]["unpatched_compiled_vs_eager"] = compare(y_base, y_cb)
 
         # ---- the vcattn op alone on the block's attention shape (HND, as diffusers' SDPA
         # call hands it over): inductor fullgraph vs eager, same plan -> the same bits
@@ -445,7 +486,8 @@ def main():
             r["compiled_over_unpatched_compiled"] = t["vcattn_compiled"] / t["unpatched_compiled"]
     res["ratios"] = r
     best = min(r.get("compiled_over_eager", math.inf), r.get("compiled_fullgraph_over_eager", math.inf))
-    res["target_met"] = bool(best <= 1.01) if device.type == "cuda" else None   # CPU timings mean nothing
+    # CPU timings mean nothing; an eager-only block has no compiled time
+    res["target_met"] = bool(best <= 1.01) if device.type == "cuda" and args.model not in EAGER_ONLY else None
     res["failures"] = failures
     res["notes"] = notes
     res["ok"] = not failures
@@ -453,13 +495,19 @@ def main():
     fv = res["compare"]["vcattn_vs_unpatched"]
     print(json.dumps({k: res[k] for k in ("ratios", "compile_s", "checks", "compare", "errors")}, indent=1,
                      default=str))
-    print(f"{args.model.upper()} BLOCK COMPILE {tokens} attention tokens: unpatched {t['unpatched_eager']:.2f} ms, vcattn eager "
-          f"{t['vcattn_eager']:.2f} ms, compiled {t.get('vcattn_compiled', math.nan):.2f} ms -> compiled/eager "
-          f"{r.get('compiled_over_eager', math.nan):.3f} "
-          f"(fullgraph {r.get('compiled_fullgraph_over_eager', math.nan):.3f})"
-          f", compiled/unpatched {r.get('compiled_over_unpatched_eager', math.nan):.3f}; vcattn vs unpatched "
-          f"rel-L2 {fv['rel_l2']:.3g}, PSNR {fv['psnr_db']:.1f} dB; graph breaks "
-          f"{res['checks']['compiled_graphs']['graph_breaks']}; target_met {res['target_met']}")
+    if args.model in EAGER_ONLY:
+        print(f"{args.model.upper()} BLOCK {tokens} attention tokens, eager only ({res['config']['eager_only']}): "
+              f"unpatched {t['unpatched_eager']:.2f} ms, vcattn {t['vcattn_eager']:.2f} ms -> "
+              f"{r['vcattn_eager_over_unpatched_eager']:.3f}; vcattn vs unpatched rel-L2 {fv['rel_l2']:.3g}, "
+              f"PSNR {fv['psnr_db']:.1f} dB")
+    else:
+        print(f"{args.model.upper()} BLOCK COMPILE {tokens} attention tokens: unpatched {t['unpatched_eager']:.2f} ms, vcattn eager "
+              f"{t['vcattn_eager']:.2f} ms, compiled {t.get('vcattn_compiled', math.nan):.2f} ms -> compiled/eager "
+              f"{r.get('compiled_over_eager', math.nan):.3f} "
+              f"(fullgraph {r.get('compiled_fullgraph_over_eager', math.nan):.3f})"
+              f", compiled/unpatched {r.get('compiled_over_unpatched_eager', math.nan):.3f}; vcattn vs unpatched "
+              f"rel-L2 {fv['rel_l2']:.3g}, PSNR {fv['psnr_db']:.1f} dB; graph breaks "
+              f"{res['checks'].get('compiled_graphs', {}).get('graph_breaks')}; target_met {res['target_met']}")
     for n_ in notes:
         print("NOTE (the unpatched diffusers block too):", n_)
     for f_ in failures:
