@@ -333,6 +333,16 @@ def main():
         print(f"  {name:28s} {med:10.2f} ms (median of {len(ts)})", flush=True)
         save()
 
+    def compiled(name, module):
+        """Compile module (inductor), time its first call (the compile) and then its runs; the output."""
+        fn = lambda: output_of(module(*inputs))  # noqa: E731
+        t_c, _ = first_call(fn, device)
+        res["compile_s"][name] = t_c
+        print(f"  {name + ' first call':28s} {t_c:10.1f} s (compile)", flush=True)
+        med, ts, y = bench(fn, reps, args.warmup, device)
+        record(name, med, ts)
+        return y
+
     run_base = lambda: output_of(block(*inputs))  # noqa: E731
     run_vc = lambda: output_of(patched(*inputs))  # noqa: E731
     print(f"{args.model.upper()} BLOCK {tokens} attention tokens, dim {dim} ({cfg['heads']} x {cfg['head_dim']}), ffn {cfg['ffn']}, "
@@ -433,12 +443,7 @@ def main():
             if not args.no_fullgraph and res["checks"].get("fullgraph_traces"):
                 reset_dynamo()
                 try:
-                    compf = torch.compile(patched, fullgraph=True)
-                    t_c, _ = first_call(lambda: output_of(compf(*inputs)), device)
-                    res["compile_s"]["vcattn_compiled_fullgraph"] = t_c
-                    print(f"  {'vcattn_compiled_fullgraph first call':28s} {t_c:10.1f} s (compile)", flush=True)
-                    med, ts, y_cf = bench(lambda: output_of(compf(*inputs)), reps, args.warmup, device)
-                    record("vcattn_compiled_fullgraph", med, ts)
+                    y_cf = compiled("vcattn_compiled_fullgraph", torch.compile(patched, fullgraph=True))
                     res["compare"]["vcattn_compiled_fullgraph_vs_eager"] = compare(y_vc, y_cf)
                 except Exception as e:
                     res["errors"]["compiled_fullgraph"] = f"{type(e).__name__}: {e}"[:2000]
@@ -447,12 +452,7 @@ def main():
             # ---- inductor on the unpatched block: inductor's own rounding, and what fusion gains
             if not args.no_compiled_baseline:
                 reset_dynamo()
-                compb = torch.compile(block)
-                t_c, _ = first_call(lambda: output_of(compb(*inputs)), device)
-                res["compile_s"]["unpatched_compiled"] = t_c
-                print(f"  {'unpatched_compiled first call':28s} {t_c:10.1f} s (compile)", flush=True)
-                med, ts, y_cb = bench(lambda: output_of(compb(*inputs)), reps, args.warmup, device)
-                record("unpatched_compiled", med, ts)
+                y_cb = compiled("unpatched_compiled", torch.compile(block))
                 res["compare"]["unpatched_compiled_vs_eager"] = compare(y_base, y_cb)
 
         # ---- the vcattn op alone on the block's attention shape (HND, as diffusers' SDPA
