@@ -1,6 +1,6 @@
 /* method_list.h - every named method, once: its config (vcattn_method_config's fields in
  * order) and whether the Hopper kernel implements it.  methods.c builds the method table
- * from it, the kernel (src/cuda/attention/kernel.cu) its dispatch, api.cu its check, and
+ * from it, the kernel (src/cuda/attention/kernel.cuh) its dispatch, api.cu its check, and
  * vcattn_method_has_kernel answers from it - Python reads that (vcattn.GPU_METHODS).
  *
  * Retired methods live in git history and docs/kernel-log.md ("Methods retired"); their P

@@ -1,7 +1,7 @@
 /* p_path.h - a method's P path: how P is written (its format and scale) and whether
  * V-Smooth's restore and the quantized row sum come with it, as one integer of four
  * vcattn_method_config fields, and what follows from it.  The kernel is instantiated per
- * P path (src/cuda/attention/kernel.cu) and the simulation derives its values from the
+ * P path (src/cuda/attention/kernel.cuh) and the simulation derives its values from the
  * same traits (simulate.c), so neither restates what a format implies.
  *
  * Macros, not functions: each is a constant expression in C11 and in CUDA (template

@@ -8,7 +8,7 @@
 #include "p_path.h" /* the kernel's template argument: a method's P path */
 #include "tiling.h" /* VC_TILE_Q, VC_BLOCK_K, SageAttention's P offsets */
 
-#define VC_GPU_DPAD 128      /* channels of every code tile (D = 64 is zero padded) */
+#define VC_GPU_DPAD 128      /* channels of every code row in global memory (zero padded past D) */
 #define VC_GPU_KMEAN_CHUNK 1024 /* tokens per partial sum of the K channel mean */
 #define VC_GPU_LOG2E 1.4426950408889634
 
@@ -56,7 +56,7 @@ struct vc_attn_args {
                                      2^-7 (the DIRECT kernel's heads), bit 1 where the head
                                      writes P by the exact exponential (direct_heads.cu) */
     const uint8_t *head_exact;    /* the caller's per-head exact-P flags, NULL = none */
-    unsigned head_gate;           /* the bit 1 of the heads this launch runs (kernel.cu) */
+    unsigned head_gate;           /* the bit 1 of the heads this launch runs (kernel.cuh) */
 };
 
 /* Arguments of the exact keys' kernels (exact_keys.cu, src/exact_keys.h). */

@@ -284,6 +284,8 @@ static int run_check(void) {
         /* 586 key blocks: the block-max descent d = 64/586 lets the grouped restore skip
          * its group floor (softmax_numerics.h) */
         {1, 1, 200, 75000, 128, 0, 1, 0, 1, 1, 0},
+        /* the head_dim 64 kernel past the means ring's four group slots (40 key blocks) */
+        {1, 2, 300, 5000, 64, 0, 1, 0, 1, 1, 0},
     };
     int fails = 0;
     double worst = 0;
@@ -302,12 +304,13 @@ static int run_medium(void) {
 
 static int recipes_shape(const shape_t *s, vcattn_method m, vcattn_method sibling);
 
-/* for compute-sanitizer: one ordinary shape (the fast kernels) and the same with Q x 1e6
- * (every head in the DIRECT kernels) */
+/* for compute-sanitizer: one ordinary shape (the fast kernels), the same with Q x 1e6
+ * (every head in the DIRECT kernels) and at head_dim 64 */
 static int run_small(void) {
-    shape_t a = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 0}, b = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 1e6f};
+    shape_t a = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 0}, b = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 1e6f},
+            c = {1, 2, 200, 300, 64, 0, 1, 0, 1, 1, 0}; /* the head_dim 64 kernel */
     double worst = 0;
-    return check_shape(&a, 0, &worst) + check_shape(&b, 0, &worst) +
+    return check_shape(&a, 0, &worst) + check_shape(&b, 0, &worst) + check_shape(&c, 0, &worst) +
            recipes_shape(&a, VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT);
 }
 

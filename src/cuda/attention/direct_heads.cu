@@ -1,5 +1,5 @@
 /* direct_heads.cu - which (batch, head) pairs the attention kernels must run
- * with the two-rounding P (the DIRECT instantiation, kernel.cu).
+ * with the two-rounding P (the DIRECT instantiation, kernel.cuh).
  *
  * The fast kernel writes P with one FMA per score.  ExpCast: fma(a, M + s,
  * bias), whose bias holds fl(-a M + const); for a scale a = 8c above 2^-7

@@ -10,10 +10,10 @@
 #include "numerics.h"
 
 /* Rows row0 and row0 + 8 of the tile (the wgmma accumulator rows the thread
- * owns), columns 8j + 2t.  sage2: each thread of the quad holds a partial l
+ * owns), columns 8j + 2t (NO = the kernel's DH / 2 accumulator registers).  sage2: each thread of the quad holds a partial l
  * of its columns (the quantized row sum: the row's l, from the ones rows). */
-template <int PP, typename OutT>
-__device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float (&O)[64], float (&l)[2],
+template <int PP, typename OutT, int NO>
+__device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float (&O)[NO], float (&l)[2],
                                               const float (&m)[2], int bh, int row0, int t) {
     if (!VC_PP_ROWSUM_QUANTIZED(PP)) {
 #pragma unroll
@@ -32,7 +32,7 @@ __device__ __forceinline__ void vc_store_rows(const vc_attn_args &a, const float
         OutT *orow = (OutT *)a.o + b * a.o_stride[0] + h * a.o_stride[1] + (int64_t)row * a.o_stride[2];
         const float inv_l = 1.0f / l[hh];
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
+        for (int j = 0; j < NO / 4; ++j) {
             const int col = 8 * j + 2 * t;
             if (col >= a.D) continue;
             const float2 s2 = *reinterpret_cast<const float2 *>(vs + col);

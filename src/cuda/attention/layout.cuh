@@ -6,12 +6,14 @@
  * consumers, 64 query rows each, taking turns on the tensor cores
  * (ping-pong).  Shared memory (1024-byte aligned for the 128B swizzle):
  *
- *   Q tile        128 rows x 128 B (INT8 codes)
+ *   Q tile        128 rows x 128 B (INT8 codes; channels past DH are zeros and
+ *                 the DH = 64 kernel's score product does not read them)
  *   K ring        STAGES x 128 keys x 128 B (INT8 codes)
- *   V^T ring      STAGES x 136 rows x 128 B (E4M3 codes; rows 128..135 hold
- *                 E4M3 ones so that the P V product also yields r, the row
- *                 sum of the quantized P, in accumulator columns 128..135)
- *   means ring    MU_SLOTS x (128 channels x 16 B + 8 zero rows): the FP16
+ *   V^T ring      STAGES x (DH + 8) rows x 128 B (E4M3 codes; rows DH..DH+7
+ *                 hold E4M3 ones so that the P V product also yields r, the
+ *                 row sum of the quantized P, in accumulator columns DH..DH+7);
+ *                 stages sized for DH = 128
+ *   means ring    MU_SLOTS x (DH channels x 16 B + 8 zero rows): the FP16
  *                 means, the B operand of the restore, a group of 8 blocks
  *                 per two slots
  *   K scales      STAGES x 4 floats (one per 32-key column group)
@@ -25,9 +27,10 @@
 
 #define VC_ATT_STAGES 4
 #define VC_ATT_K_BYTES (VC_BLOCK_K * VC_GPU_DPAD) /* 128 keys x 128 B */
-#define VC_ATT_V_BYTES 17408                 /* V^T: 136 rows x 128 B (8 rows of ones), 1024-B aligned */
-#define VC_ATT_MU_BYTES 2048                 /* a block's means: 128 channels x 16 B */
-#define VC_ATT_MU_SLOT 2176                  /* + 8 zero rows: B rows 128..135 of the n136 restore */
+#define VC_ATT_V_BYTES 17408                 /* a V^T stage: 136 rows x 128 B (8 rows of ones), 1024-B aligned */
+#define VC_ATT_V_CODE_BYTES(dh) (VC_BLOCK_K * (dh)) /* its DH rows of codes; the ones rows follow */
+#define VC_ATT_MU_BYTES(dh) ((dh) * 16)      /* a half group's means: DH channels x 16 B */
+#define VC_ATT_MU_SLOT 2176                  /* + 8 zero rows: B rows DH..DH+7 of the restore (N = DH + 8) */
 #define VC_ATT_MU_SLOTS 8                    /* means ring: VC_ATT_MU_GROUP_SLOTS groups of two slots */
 #define VC_ATT_RESTORE_GROUP ((unsigned)VC_RESTORE_GROUP) /* blocks per restore instruction (softmax_numerics.h) */
 #define VC_ATT_MU_GROUP_SLOTS 4u             /* 4 group slots of 2 x 2176 B (a group's means) */

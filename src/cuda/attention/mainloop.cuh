@@ -31,18 +31,21 @@ struct vc_att_descs {
     uint64_t q, k0, v0, mu0;
 };
 
-__device__ __forceinline__ void vc_att_issue_s(vc_att_consumer &cs, const vc_att_descs &d, unsigned st) {
+/* S of the block in stage st: the K-steps over the head's DH channels (the codes' rows hold
+ * VC_GPU_DPAD; the rest are zeros) */
+template <int DH>
+__device__ __forceinline__ void vc_att_issue_s(vc_att_consumer<DH> &cs, const vc_att_descs &d, unsigned st) {
     if (VC_ATT_DIAG == 2) return;
     const uint64_t desc_k = d.k0 + st * (VC_ATT_K_BYTES >> 4);
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
+    for (int ks = 0; ks < VC_ATT_QK_STEPS(DH); ++ks)
         wgmma_m64n128k32_s32_s8_ss(cs.S, wgmma_desc_advance(d.q, 32 * ks), wgmma_desc_advance(desc_k, 32 * ks), ks);
 }
 
-/* P V of the block in stage pst; the V-Smooth methods use N = 136 (the ones
- * rows give r) */
-template <bool V_SMOOTH>
-__device__ __forceinline__ void vc_att_issue_pv(vc_att_consumer &cs, const vc_att_descs &d, unsigned pst) {
+/* P V of the block in stage pst; the methods with the quantized row sum use N = DH + 8 (the
+ * ones rows give r) */
+template <bool V_SMOOTH, int DH>
+__device__ __forceinline__ void vc_att_issue_pv(vc_att_consumer<DH> &cs, const vc_att_descs &d, unsigned pst) {
     if (VC_ATT_DIAG == 2) {
         /* the softmax's output, used: nothing consumes P without the product */
 #pragma unroll
@@ -54,37 +57,43 @@ __device__ __forceinline__ void vc_att_issue_pv(vc_att_consumer &cs, const vc_at
     const uint64_t desc_v = d.v0 + pst * (VC_ATT_V_BYTES >> 4);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-        if (V_SMOOTH)
-            wgmma_m64n136k32_f32_e4m3_rs(cs.acc, cs.PA[kk], wgmma_desc_advance(desc_v, 32 * kk), kk);
-        else
-            wgmma_m64n128k32_f32_e4m3_rs(cs.acc, cs.PA[kk], wgmma_desc_advance(desc_v, 32 * kk), kk);
+        const uint64_t dv = wgmma_desc_advance(desc_v, 32 * kk);
+        if constexpr (DH == 64) {
+            if (V_SMOOTH) wgmma_m64n72k32_f32_e4m3_rs(cs.acc, cs.PA[kk], dv, kk);
+            else wgmma_m64n64k32_f32_e4m3_rs(cs.acc, cs.PA[kk], dv, kk);
+        } else {
+            if (V_SMOOTH) wgmma_m64n136k32_f32_e4m3_rs(cs.acc, cs.PA[kk], dv, kk);
+            else wgmma_m64n128k32_f32_e4m3_rs(cs.acc, cs.PA[kk], dv, kk);
+        }
     }
 }
 
-__device__ __forceinline__ void vc_att_fence_s(vc_att_consumer &cs) {
+template <int DH>
+__device__ __forceinline__ void vc_att_fence_s(vc_att_consumer<DH> &cs) {
 #pragma unroll
     for (int i = 0; i < VC_ATT_S_REGS; ++i) wgmma_fence_operand(cs.S[i]);
 }
-__device__ __forceinline__ void vc_att_fence_acc(vc_att_consumer &cs) {
+template <int DH>
+__device__ __forceinline__ void vc_att_fence_acc(vc_att_consumer<DH> &cs) {
 #pragma unroll
-    for (int i = 0; i < 68; ++i) wgmma_fence_operand(cs.acc[i]);
+    for (int i = 0; i < VC_ATT_ACC_REGS(DH); ++i) wgmma_fence_operand(cs.acc[i]);
 }
 
 /* Fold block kb: O = al O + acc, l = al l + r (V-Smooth: the row's r from
  * the all-ones rows of V^T; sage2: the thread's partial ls); r is kept for
  * the restore.  Releases block kb's V^T stage (its means stay in the means
  * ring). */
-template <bool V_SMOOTH>
-__device__ __forceinline__ void vc_att_fold(vc_att_consumer &cs, uint64_t *empty_v, unsigned kb, const float (&al)[2],
-                                            const float (&ls)[2]) {
+template <bool V_SMOOTH, int DH>
+__device__ __forceinline__ void vc_att_fold(vc_att_consumer<DH> &cs, uint64_t *empty_v, unsigned kb,
+                                            const float (&al)[2], const float (&ls)[2]) {
     float r[2];
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-        r[hh] = V_SMOOTH ? cs.acc[64 + 2 * hh] : 0.0f;
+        r[hh] = V_SMOOTH ? cs.acc[VC_ATT_O_REGS(DH) + 2 * hh] : 0.0f; /* column DH (+ 8 hh rows) */
         cs.l[hh] = fmaf(al[hh], cs.l[hh], V_SMOOTH ? r[hh] : ls[hh]);
     }
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < DH / 8; ++j)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             const int i0 = 4 * j + 2 * hh;
@@ -119,8 +128,8 @@ __device__ __forceinline__ void vc_att_prepare_next(const vc_att_barriers &b, un
 
 /* Wait for S_kb and run its softmax; the wgmma wait sits inside each branch
  * (its own basic block) so that ptxas keeps the fold above it. */
-template <int PP, bool DIRECT>
-__device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_att_barriers &b, uint32_t sks, float cq,
+template <int PP, bool DIRECT, int DH>
+__device__ __forceinline__ void vc_att_finish_s(vc_att_consumer<DH> &cs, const vc_att_barriers &b, uint32_t sks, float cq,
                                                 unsigned kb, int nkb, int tail_valid, int t, float a_descent,
                                                 const float (&G)[2], const uint8_t *smem) {
     const unsigned st = VC_ATT_STAGE(kb);
@@ -145,8 +154,8 @@ __device__ __forceinline__ void vc_att_finish_s(vc_att_consumer &cs, const vc_at
 }
 
 /* The whole loop of one consumer WG (cw = 0 or 1) over nkb key blocks. */
-template <int PP, bool DIRECT>
-__device__ __forceinline__ void vc_att_mainloop(vc_att_consumer &cs, const vc_att_barriers &b, const vc_att_descs &d,
+template <int PP, bool DIRECT, int DH>
+__device__ __forceinline__ void vc_att_mainloop(vc_att_consumer<DH> &cs, const vc_att_barriers &b, const vc_att_descs &d,
                                                 const uint8_t *smem, uint32_t sks, float cq, int cw, int nkb,
                                                 int tail_valid, int t, float descent) {
     constexpr bool kOnes = VC_PP_ROWSUM_QUANTIZED(PP), kRestore = VC_PP_V_SMOOTH(PP);

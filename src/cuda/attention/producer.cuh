@@ -5,7 +5,7 @@
  * on full barriers in ~9% of their samples; docs/kernel-log.md).
  *   thread 0 (warp 0): the Q tile, then per key block its K stage and the
  *            block's 4 K scales (a 16-byte bulk copy on the same barrier);
- *   thread 32 (warp 1): per key block its V^T stage and, for the V-Smooth
+ *   thread 32 (warp 1): per key block its V^T stage (the head's DH rows) and, for the V-Smooth
  *            methods, with every 8th block its group's FP16 means into a
  *            group slot, both on the V^T stage's full barrier. */
 #pragma once
@@ -15,7 +15,7 @@
 #include "attention/maps.cuh"
 #include "gpu_common.cuh"
 
-template <bool V_SMOOTH>
+template <bool V_SMOOTH, int DH>
 __device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_tma_maps &maps, uint8_t *smem,
                                                 const vc_att_barriers &b, int warp, int lane, int bh, int qtile) {
     uint8_t *sQ = smem + VC_ATT_OFF_Q, *sK = smem + VC_ATT_OFF_K, *sV = smem + VC_ATT_OFF_V,
@@ -35,8 +35,8 @@ __device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_
             bulk_load_1d(sKS + st * 16, kscale + (int64_t)kb * 4, 16, &b.full_k[st]);
         }
     } else if (warp == 1 && lane == 0) {
-        /* The means ring needs no barrier of its own: group g's means (4 KB,
-         * two 2 KB halves into two consecutive slots) come with block 8g's V^T
+        /* The means ring needs no barrier of its own: group g's means (two
+         * halves of DH x 16 B into two consecutive slots) come with block 8g's V^T
          * stage into group slot g % 4, read by the restore of turn 8g + 9 (or
          * the last turn) and rewritten with block 8g + 32, after block 8g + 28
          * was released. */
@@ -47,14 +47,15 @@ __device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_
             const int st = (int)VC_ATT_STAGE(kb);
             const bool group_load = V_SMOOTH && kb % (int)VC_ATT_RESTORE_GROUP == 0;
             mbarrier_wait(&b.empty_v[st], VC_ATT_PHASE(kb) ^ 1u);
-            mbarrier_arrive_expect_tx(&b.full_v[st], VC_ATT_K_BYTES + (group_load ? 2 * VC_ATT_MU_BYTES : 0));
+            mbarrier_arrive_expect_tx(&b.full_v[st],
+                                      VC_ATT_V_CODE_BYTES(DH) + (group_load ? 2 * VC_ATT_MU_BYTES(DH) : 0));
             tma_load_2d(sV + st * VC_ATT_V_BYTES, &maps.v, &b.full_v[st], kb * VC_BLOCK_K, bh * VC_GPU_DPAD);
             if (group_load) {
                 const int g = kb / (int)VC_ATT_RESTORE_GROUP;
                 uint8_t *slot = sMU + 2 * (g % (int)VC_ATT_MU_GROUP_SLOTS) * VC_ATT_MU_SLOT;
                 for (int half = 0; half < 2; ++half)
                     bulk_load_1d(slot + half * VC_ATT_MU_SLOT, mu_tc + ((int64_t)g * 2 + half) * VC_GPU_DPAD,
-                                 VC_ATT_MU_BYTES, &b.full_v[st]);
+                                 VC_ATT_MU_BYTES(DH), &b.full_v[st]);
             }
         }
     }

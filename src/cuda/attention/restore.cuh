@@ -3,7 +3,7 @@
  * V was stored as block residuals V - mu_b; the exact product needs
  * r_b mu_b^T added back, r_b = the row sum of the quantized P of block b (as
  * the product used it: the ones rows of V^T yield it in accumulator columns
- * 128..135).  It runs on the tensor core as an m64n136k16 FP16 wgmma riding
+ * DH..DH+7).  It runs on the tensor core as an m64n(DH+8)k16 FP16 wgmma riding
  * in a later block's accumulator (so the fold's O = alpha O + acc carries it:
  * O itself never becomes a wgmma operand, which would leave too few
  * registers, C7512), eight blocks per instruction (every V-Smooth mode).
@@ -31,21 +31,23 @@
 #include "ptx/smem.cuh"
 #include "ptx/wgmma.cuh"
 
-/* Rows 128..135 of every V^T stage: all ones, so every one of accumulator columns 128..135
+/* Rows DH..DH+7 of every V^T stage: all ones, so every one of accumulator columns DH..DH+7
  * is r (the quantized row sum; alone, without the restore, on a step that turns V-Smooth
  * off).  All threads. */
+template <int DH>
 __device__ __forceinline__ void vc_att_ones_init(uint8_t *sV, int tid) {
     for (int i = tid; i < VC_ATT_STAGES * 256; i += VC_ATT_THREADS)
-        reinterpret_cast<uint32_t *>(sV + (i / 256) * VC_ATT_V_BYTES + VC_ATT_K_BYTES)[i % 256] =
+        reinterpret_cast<uint32_t *>(sV + (i / 256) * VC_ATT_V_BYTES + VC_ATT_V_CODE_BYTES(DH))[i % 256] =
             VC_ATT_E4M3_ONE * 0x01010101u;
 }
 
-/* The ones rows, and the zero rows after each slot's means (the bulk copy writes 2048 B).
- * All threads. */
+/* The ones rows, and the zero rows after each slot's means (the bulk copy writes
+ * VC_ATT_MU_BYTES(DH)).  All threads. */
+template <int DH>
 __device__ __forceinline__ void vc_att_restore_init(uint8_t *sV, uint8_t *sMU, int tid) {
-    vc_att_ones_init(sV, tid);
+    vc_att_ones_init<DH>(sV, tid);
     for (int i = tid; i < VC_ATT_MU_SLOTS * 32; i += VC_ATT_THREADS)
-        reinterpret_cast<uint32_t *>(sMU + (i / 32) * VC_ATT_MU_SLOT + VC_ATT_MU_BYTES)[i % 32] = 0u;
+        reinterpret_cast<uint32_t *>(sMU + (i / 32) * VC_ATT_MU_SLOT + VC_ATT_MU_BYTES(DH))[i % 32] = 0u;
 }
 
 /* The pending coefficients of the grouped restore (and the block-max group
@@ -58,13 +60,18 @@ __device__ __forceinline__ void vc_att_keep_init(uint8_t *smem, int tid) {
 /* acc += (c r) mu^T: K-major, no swizzle, channel n's 16 bytes at 16 n (SBO
  * 128 B per 8 channels): the group slot starting at 2176-byte slot mst
  * (even), the second core matrix along K (blocks 4..7) one slot further (the
- * descriptor's LBO, set in kernel.cu), issued when `issue` != 0.  N = 136 as
- * the P V (one accumulator shape): rows 128..135 of B are the zero rows after
- * the means, so the r columns stay untouched. */
-__device__ __forceinline__ void vc_att_issue_restore(vc_att_consumer &cs, uint64_t desc_mu0, unsigned mst, int issue) {
+ * descriptor's LBO, set in kernel.cuh), issued when `issue` != 0.  N = DH + 8
+ * as the P V (one accumulator shape): rows DH..DH+7 of B are the zero rows
+ * after the means, so the r columns stay untouched. */
+template <int DH>
+__device__ __forceinline__ void vc_att_issue_restore(vc_att_consumer<DH> &cs, uint64_t desc_mu0, unsigned mst,
+                                                     int issue) {
     const uint64_t desc = desc_mu0 + mst * (VC_ATT_MU_SLOT >> 4);
     if (VC_ATT_DIAG == 2) return; /* mainloop.cuh: the softmax alone */
-    wgmma_m64n136k16_f32_f16_rs_if(cs.acc, cs.RA, desc, 1, issue);
+    if constexpr (DH == 64)
+        wgmma_m64n72k16_f32_f16_rs_if(cs.acc, cs.RA, desc, 1, issue);
+    else
+        wgmma_m64n136k16_f32_f16_rs_if(cs.acc, cs.RA, desc, 1, issue);
 }
 
 __device__ __forceinline__ uint32_t vc_att_f16_split(float x) {
@@ -129,10 +136,11 @@ __device__ __forceinline__ void vc_att_group_max(float (&G)[2], const float (&m)
  * have): the last block, with its full r.  smu: this thread's channels'
  * means (32 t bytes into the slot, plus the block's 4-byte word inside each
  * channel's 16 bytes). */
-__device__ __forceinline__ void vc_att_restore_term(vc_att_consumer &cs, uint32_t smu, int hh, float r) {
+template <int DH>
+__device__ __forceinline__ void vc_att_restore_term(vc_att_consumer<DH> &cs, uint32_t smu, int hh, float r) {
     const float rs = vc_rowsum_f16_split(r);
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < DH / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
             const float mu = __half2float(
@@ -141,7 +149,8 @@ __device__ __forceinline__ void vc_att_restore_term(vc_att_consumer &cs, uint32_
         }
 }
 
-__device__ __forceinline__ void vc_att_restore_last(vc_att_consumer &cs, const uint8_t *smem, int nkb, int t) {
+template <int DH>
+__device__ __forceinline__ void vc_att_restore_last(vc_att_consumer<DH> &cs, const uint8_t *smem, int nkb, int t) {
     const uint8_t *sMU = smem + VC_ATT_OFF_MU;
     const unsigned L = (unsigned)nkb - 1u;
     /* group L / 8's slot, half (L / 4) % 2, the word of block L % 4 */

@@ -92,7 +92,7 @@ __device__ __forceinline__ uint32_t vc_att_e4m3x4(const float (&p)[4]) {
 }
 
 /* c: the block's score scale (log2 units per INT32 unit, this thread's rows);
- * DIRECT (the kernel of flagged heads, kernel.cu): where a = 8c passes
+ * DIRECT (the kernel of flagged heads, kernel.cuh): where a = 8c passes
  * 2^-7 the one-FMA forms lose P: ExpCast's bracket comes from the FP32 score
  * instead (softmax_numerics.h, vc_expcast_bracket_direct) and the exp path rounds
  * s c before subtracting m, per thread, as the simulation decides per scale;

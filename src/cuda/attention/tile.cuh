@@ -2,7 +2,9 @@
  * the query rows of a CTA (VC_TILE_Q, shared with the simulation in tiling.h), split over
  * VC_ATT_CONSUMERS consumer warpgroups of VC_ATT_WG_ROWS rows (one wgmma M each, taking
  * turns on the tensor cores), against key blocks of VC_BLOCK_K keys (the wgmma N of S)
- * and VC_GPU_DPAD channels.  Everything of the kernel that follows from the shape - thread
+ * and DH channels: the kernel is built for DH = 64 and DH = 128 (VC_GPU_DPAD, the width of
+ * the codes in global memory; a head of 64 or fewer channels runs the DH = 64 kernel, which
+ * issues half the products and folds half the accumulator).  Everything of the kernel that follows from the shape - thread
  * counts, the Q tile's bytes, a consumer's accumulator registers, the barrier counts - is
  * derived here; layout.cuh derives the shared-memory map from these. */
 #pragma once
@@ -24,9 +26,14 @@
 #define VC_ATT_THREADS (VC_ATT_WG_THREADS + VC_ATT_CONSUMER_THREADS) /* + the producer warpgroup */
 #define VC_ATT_Q_BYTES (VC_TILE_Q * VC_GPU_DPAD)                      /* the Q tile, INT8 codes */
 #define VC_ATT_WG_Q_BYTES (VC_ATT_WG_ROWS * VC_GPU_DPAD)              /* one consumer's rows of it */
-/* one consumer thread's share of an m64 accumulator: S (N = VC_BLOCK_K) and O (N = D) */
+/* one consumer thread's share of an m64 accumulator: S (N = VC_BLOCK_K), O (N = DH), and a
+ * block's P V with the 8 columns of the quantized row sum (N = DH + 8) */
 #define VC_ATT_S_REGS (VC_ATT_WG_ROWS * VC_BLOCK_K / VC_ATT_WG_THREADS)
-#define VC_ATT_O_REGS (VC_ATT_WG_ROWS * VC_GPU_DPAD / VC_ATT_WG_THREADS)
+#define VC_ATT_O_REGS(dh) (VC_ATT_WG_ROWS * (dh) / VC_ATT_WG_THREADS)
+#define VC_ATT_ACC_REGS(dh) (VC_ATT_O_REGS(dh) + 4)
+/* the K-steps of 32 INT8 channels in the score product */
+#define VC_ATT_QK_STEPS(dh) ((dh) / 32)
 
 static_assert(VC_TILE_Q == VC_ATT_CONSUMERS * VC_ATT_WG_ROWS, "the tile's rows are the consumers' rows");
-static_assert(VC_ATT_S_REGS == 64 && VC_ATT_O_REGS == 64, "the softmax and the fold are written for 64 + 64");
+static_assert(VC_ATT_S_REGS == 64, "the softmax is written for 64 score registers");
+static_assert(VC_GPU_DPAD == 128, "the codes' rows are 128 bytes (the 128B swizzle)");

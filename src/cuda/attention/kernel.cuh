@@ -1,7 +1,9 @@
-/* kernel.cu - the attention kernel: wires the roles and barriers of one CTA
- * (layout.cuh), and the host launch.
+/* kernel.cuh - the attention kernel: wires the roles and barriers of one CTA
+ * (layout.cuh), and the host launch of one P path.  Built twice, for DH = 128 and
+ * DH = 64 channels (head_dim_128.cu, head_dim_64.cu: two translation units that
+ * compile side by side); launch.cu picks one per call.
  *
- *   tile.cuh      the tile's shape (rows, consumer warpgroups, key block), named once
+ *   tile.cuh      the tile's shape (rows, consumer warpgroups, key block, DH), named once
  *   producer.cuh  warpgroup 0: TMA rings (Q, K + K scales, V^T + means)
  *   mainloop.cuh  warpgroups 1, 2: S and P V issue, fold, ping-pong
  *   softmax.cuh   row max, exp path, ExpCast
@@ -10,6 +12,7 @@
  *
  * The contract is the CPU simulation (src/simulate.c) with the numerics of
  * src/numerics.h; the history of the design is docs/kernel-log.md. */
+#pragma once
 #include <cuda.h>
 #include <float.h>
 #include <math.h>
@@ -31,7 +34,7 @@
 
 /* PP: the method's P path (p_path.h); the kernel takes the quantized row sum from the ones
  * rows it adds for V-Smooth's restore, so the two come together */
-template <int PP, typename OutT, bool DIRECT>
+template <int PP, typename OutT, bool DIRECT, int DH>
 __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     vc_attention_kernel(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_tma_maps maps) {
     extern __shared__ uint8_t smem_raw[];
@@ -66,10 +69,10 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
         fence_mbarrier_init();
     }
     if (kRestore) {
-        vc_att_restore_init(sV, sMU, tid);
+        vc_att_restore_init<DH>(sV, sMU, tid);
         vc_att_keep_init(smem, tid);
     } else if (kOnes) {
-        vc_att_ones_init(sV, tid);
+        vc_att_ones_init<DH>(sV, tid);
         vc_att_keep_init(smem, tid); /* the block-max group floor's G lives there too */
     }
     fence_proxy_async_shared();
@@ -77,7 +80,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 
     if (wg == 0) {
         setmaxnreg_dec<24>();
-        vc_att_producer<kRestore>(a, maps, smem, b, warp, lane, bh, qtile);
+        vc_att_producer<kRestore, DH>(a, maps, smem, b, warp, lane, bh, qtile);
         return;
     }
 
@@ -91,11 +94,13 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     const uint32_t sks = smem_u32(sKS) + 4 * t; /* this thread's K scale (column group t) of stage 0 */
     const int tail_valid = a.Skv - (nkb - 1) * VC_BLOCK_K; /* keys of the last block */
 
-    vc_att_consumer cs;
+    vc_att_consumer<DH> cs;
 #pragma unroll
-    for (int i = 0; i < VC_ATT_O_REGS; ++i) { cs.O[i] = 0.0f; cs.S[i] = 0; }
+    for (int i = 0; i < VC_ATT_O_REGS(DH); ++i) cs.O[i] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 68; ++i) cs.acc[i] = 0.0f;
+    for (int i = 0; i < VC_ATT_S_REGS; ++i) cs.S[i] = 0;
+#pragma unroll
+    for (int i = 0; i < VC_ATT_ACC_REGS(DH); ++i) cs.acc[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < 16; ++i) cs.PA[i / 4][i % 4] = VC_ATT_DIAG == 1 ? 0x38383838u : 0u; /* diag 1: P = 1 */
 #pragma unroll
@@ -123,9 +128,9 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
 }
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */
-template <int PP, typename OutT, bool DIRECT>
+template <int PP, typename OutT, bool DIRECT, int DH>
 static cudaError_t vc_attn_launch_one(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
-    auto kern = vc_attention_kernel<PP, OutT, DIRECT>;
+    auto kern = vc_attention_kernel<PP, OutT, DIRECT, DH>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, VC_ATT_SMEM);
     if (e != cudaSuccess) return e;
     kern<<<dim3(a.sq_pad / VC_TILE_Q, BH), VC_ATT_THREADS, VC_ATT_SMEM, s>>>(a, maps);
@@ -135,22 +140,24 @@ static cudaError_t vc_attn_launch_one(const vc_attn_args &a, const vc_tma_maps &
 /* The flags of direct_heads.cu, then the fast kernel (its CTAs of flagged heads leave at
  * once) and the DIRECT kernel behind it (only flagged heads stay: for ordinary inputs none,
  * a launch whose CTAs all return). */
-template <int PP, typename OutT>
+template <int PP, typename OutT, int DH>
 static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
     cudaError_t e = vc_direct_heads_launch(a, BH, s);
-    if (e == cudaSuccess) e = vc_attn_launch_one<PP, OutT, false>(a, maps, BH, s);
-    if (e == cudaSuccess) e = vc_attn_launch_one<PP, OutT, true>(a, maps, BH, s);
+    if (e == cudaSuccess) e = vc_attn_launch_one<PP, OutT, false, DH>(a, maps, BH, s);
+    if (e == cudaSuccess) e = vc_attn_launch_one<PP, OutT, true, DH>(a, maps, BH, s);
     return e;
 }
 
-/* One P path's kernels (either output type): its heads are those whose a.direct_heads bit 1
- * equals a.head_gate.  One instantiation per method of method_list.h that has a kernel. */
+/* One P path's kernels (either output type) for DH channels: its heads are those whose
+ * a.direct_heads bit 1 equals a.head_gate.  One instantiation per method of method_list.h
+ * that has a kernel. */
+template <int DH>
 static cudaError_t vc_attn_launch_path(const vc_attn_args &a, const vc_tma_maps &maps, int BH, int pp, int out_bf16,
                                        cudaStream_t s) {
 #define VC_KERNEL_PATH(pp)                                                                     \
     case pp:                                                                                   \
-        return out_bf16 ? vc_attn_launch_t<pp, __nv_bfloat16>(a, maps, BH, s)                  \
-                        : vc_attn_launch_t<pp, __half>(a, maps, BH, s);
+        return out_bf16 ? vc_attn_launch_t<pp, __nv_bfloat16, DH>(a, maps, BH, s)              \
+                        : vc_attn_launch_t<pp, __half, DH>(a, maps, BH, s);
 /* a kernel method's P path, and for a V-Smooth method the same P path with V-Smooth off (a
  * schedule's off step: no permutation, no demean, no restore; the quantized row sum stays) */
 #define VC_KERNEL_CASE_1_VS0(pf, ps, rq) VC_KERNEL_PATH(VC_P_PATH(pf, ps, 0, rq))
@@ -171,16 +178,8 @@ static cudaError_t vc_attn_launch_path(const vc_attn_args &a, const vc_tma_maps 
 #undef VC_KERNEL_PATH
 }
 
-/* The method's kernels, then (with per-head exact-P flags) the exact sibling's for the
- * flagged heads: the P path of a head is a launch choice, the kernels stay as they are. */
-cudaError_t vc_attn_launch(const vc_attn_args &a, int BH, int pp, int exact_pp, int out_bf16, cudaStream_t s) {
-    vc_tma_maps maps;
-    if (!vc_attn_make_maps(a, BH, &maps)) return cudaErrorInvalidValue;
-    vc_attn_args own = a;
-    own.head_gate = 0u;
-    cudaError_t e = vc_attn_launch_path(own, maps, BH, pp, out_bf16, s);
-    if (e != cudaSuccess || !a.head_exact) return e;
-    vc_attn_args exact = a;
-    exact.head_gate = VC_HEAD_EXACT;
-    return vc_attn_launch_path(exact, maps, BH, exact_pp, out_bf16, s);
-}
+/* The P path's kernels for DH = 128 (head_dim_128.cu) and DH = 64 (head_dim_64.cu). */
+cudaError_t vc_attn_launch_path_128(const vc_attn_args &a, const vc_tma_maps &maps, int BH, int pp, int out_bf16,
+                                    cudaStream_t s);
+cudaError_t vc_attn_launch_path_64(const vc_attn_args &a, const vc_tma_maps &maps, int BH, int pp, int out_bf16,
+                                   cudaStream_t s);
