@@ -2,6 +2,9 @@
 
 - which masks are lengths (boolean, additive 0 / -inf, key padding, HunyuanVideo's joint
   valid[i] & valid[j], repeated per head) and which are not, with the reason;
+- a prefix is read by a candidate (row 0, column 0) and one compare over the mask, never the
+  int32 sums; a mask that matches the candidate but for one entry anywhere is rejected, and on
+  random masks the reader answers exactly what the sums answer;
 - a masked call is, on its valid rows, bit-identical to the call on the valid tokens alone
   (numpy and torch, both layouts, ragged batches, a length that is not a multiple of 128,
   length 1, a fully padded sample), its other rows zeros and their LSE -inf, as torch SDPA
@@ -59,22 +62,128 @@ def test_masks_that_are_not_lengths_say_why(mask, why):
     assert isinstance(got, str) and why in got, got
 
 
-def test_torch_masks_are_read_a_slab_of_rows_at_a_time(monkeypatch):
-    """A 720p joint mask is 1.3e10 entries: the sums run over slabs of rows (here a few rows
-    each), and give what one pass gives - lengths, a bias in a late slab, a non-prefix."""
+def test_torch_mask_sums_run_a_slab_of_rows_at_a_time(monkeypatch):
+    """The sums (the reason a mask is not a prefix) of a 720p joint mask cover 1.3e10 entries:
+    they run over slabs of rows (here a few rows each), and give what one pass gives - lengths,
+    a bias in a late slab, a non-prefix."""
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(vcattn.masks, "_CHUNK_ELEMENTS", 20)
     L = vcattn.masks.Lengths
-    lens = vcattn.masks.lengths
-    assert lens(torch.from_numpy(joint([5, 7], 9)), 2, 3, 9, 9) == L([5, 7], [5, 7])
+    sums = vcattn.masks._read_torch
+    assert sums(torch.from_numpy(joint([5, 7], 9)), 2, 9, 9) == L([5, 7], [5, 7])
     add = torch.from_numpy(np.where(joint([3, 8], 9), 0.0, -np.inf).astype(np.float32))
-    assert lens(add, 2, 3, 9, 9) == L([3, 8], [3, 8])
+    assert sums(add, 2, 9, 9) == L([3, 8], [3, 8])
     late = add.clone()
     late[1, 0, 8, 0] = 0.5                               # only the last slab sees it
-    assert "a bias" in lens(late, 2, 3, 9, 9)
+    assert "a bias" in sums(late, 2, 9, 9)
+    assert "a bias" in vcattn.masks.lengths(late, 2, 3, 9, 9)
     hole = torch.from_numpy(joint([6, 9], 9))
     hole[1, 0, 7, 2] = False
-    assert "not a valid prefix" in lens(hole, 2, 3, 9, 9)
+    assert "not a valid prefix" in sums(hole, 2, 9, 9)
+    assert "not a valid prefix" in vcattn.masks.lengths(hole, 2, 3, 9, 9)
+
+
+def _backends():
+    out = [("numpy", np.bool_), ("numpy", np.float32)]
+    try:
+        import torch
+    except ImportError:
+        return out
+    return out + [("torch", torch.bool), ("torch", torch.float32), ("torch", torch.bfloat16)]
+
+
+def _as(mask_bool, backend, dtype):
+    """A boolean mask as the backend's tensor: boolean, or additive (0 / -inf) of ``dtype``."""
+    if backend == "numpy":
+        return mask_bool.copy() if dtype == np.bool_ else np.where(mask_bool, 0.0, -np.inf).astype(dtype)
+    import torch
+
+    t = torch.from_numpy(mask_bool.copy())
+    return t if dtype == torch.bool else torch.zeros(t.shape, dtype=dtype).masked_fill(~t, float("-inf"))
+
+
+@pytest.mark.parametrize("backend, dtype", _backends(), ids=lambda x: str(x).replace("torch.", ""))
+def test_a_prefix_is_read_without_the_sums(monkeypatch, backend, dtype):
+    """A prefix mask is read by the candidate-then-compare pass alone (row 0 and column 0, then
+    each entry once): the int32 sums never run."""
+    def no_sums(*a):
+        raise AssertionError("the sums ran on a prefix mask")
+
+    monkeypatch.setattr(vcattn.masks, "_read_torch", no_sums)
+    monkeypatch.setattr(vcattn.masks, "_read_numpy", no_sums)
+    L = vcattn.masks.Lengths
+    lens = vcattn.masks.lengths
+    assert lens(_as(joint([5, 7], 9), backend, dtype), 2, 3, 9, 9) == L([5, 7], [5, 7])
+    assert lens(_as(joint([0, 9], 9), backend, dtype), 2, 3, 9, 9) == L([0, 9], [0, 9])  # a fully padded sample
+    assert lens(_as(prefix([4, 9], 9)[:, None, None, :], backend, dtype), 2, 3, 6, 9) == L(None, [4, 9])
+    assert lens(_as(np.repeat(joint([3, 8], 9), 3, axis=1), backend, dtype), 2, 3, 9, 9) == L([3, 8], [3, 8])
+    one = _as(joint([6], 9), backend, dtype)
+    expanded = np.broadcast_to(one, (2, 3, 9, 9)) if backend == "numpy" else one.expand(2, 3, 9, 9)
+    assert lens(expanded, 2, 3, 9, 9) == L([6, 6], [6, 6])   # an expanded view: one head read
+
+
+@pytest.mark.parametrize("backend, dtype", _backends(), ids=lambda x: str(x).replace("torch.", ""))
+def test_a_mask_that_matches_the_candidate_but_one_entry_is_rejected(backend, dtype):
+    """The candidate comes from row 0 and column 0; a mask that agrees with it there and
+    everywhere else but one entry deep inside (or far outside) is not a prefix, with the
+    reason the sums give: the compare reads the whole mask."""
+    s, n = 40, 31
+    lens = vcattn.masks.lengths
+    for i, j, value in [(n - 1, n - 2, False),   # a hole deep inside [0, Lq) x [0, Lkv)
+                        (s - 1, s - 1, True),    # the last entry, far outside
+                        (2, s - 1, True),        # a valid key past Lkv in a valid row
+                        (s - 1, 3, True)]:       # a valid padded row
+        m = joint([n], s)
+        m[0, 0, i, j] = value
+        got = lens(_as(m, backend, dtype), 1, 2, s, s)
+        assert isinstance(got, str) and "not a valid prefix" in got, (i, j, got)
+    # one head differs from the other deep inside: the heads' masks differ
+    m = np.repeat(joint([n], s), 2, axis=1)
+    m[0, 1, n - 1, n - 1] = False
+    got = lens(_as(m, backend, dtype), 1, 2, s, s)
+    assert isinstance(got, str) and "differs between heads" in got, got
+    if dtype in (np.bool_,) or str(dtype) == "torch.bool":
+        return
+    for i, j, value in [(n - 1, n - 2, float("nan")), (n - 1, n - 2, 0.5), (s - 1, s - 1, float("inf")),
+                        (s - 1, s - 1, 0.25), (n - 1, s - 1, float("nan"))]:
+        a = _as(joint([n], s), backend, dtype)
+        a[0, 0, i, j] = value
+        got = lens(a, 1, 2, s, s)
+        assert isinstance(got, str) and "a bias" in got, (i, j, value, got)
+
+
+@pytest.mark.parametrize("backend, dtype", _backends(), ids=lambda x: str(x).replace("torch.", ""))
+def test_the_compare_answers_what_the_sums_answer(backend, dtype):
+    """On random masks - prefixes of every broadcast shape, and prefixes with one entry changed
+    in one head, or values other than 0 / -inf - ``lengths`` gives exactly what the row and column
+    sums give (the reader before the candidate-then-compare pass): the same lengths, or the same
+    reason."""
+    rng = np.random.default_rng(11)
+    sums = vcattn.masks._read_numpy if backend == "numpy" else vcattn.masks._read_torch
+    bool_mask = dtype == np.bool_ or str(dtype) == "torch.bool"
+    kinds = {}
+    for case in range(300):
+        b, h, sq, skv = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(1, 8)), int(rng.integers(1, 9))
+        bn, hn = int(rng.choice([1, b])), int(rng.choice([1, h]))
+        sqn, skn = int(rng.choice([1, sq])), int(rng.choice([1, skv]))
+        lq = rng.integers(0, sqn + 1, size=bn)
+        lk = rng.integers(0, skn + 1, size=bn)
+        m = (np.arange(sqn)[None, :, None] < lq[:, None, None]) & (np.arange(skn)[None, None, :] < lk[:, None, None])
+        m = np.repeat(m[:, None], hn, axis=1)
+        what = rng.integers(0, 4)
+        if what == 1:
+            m[tuple(rng.integers(0, n) for n in m.shape)] ^= True
+        elif what == 2:
+            m = rng.random(m.shape) < 0.7
+        mask = _as(m, backend, dtype)
+        if not bool_mask and what == 3:
+            mask[tuple(int(rng.integers(0, n)) for n in m.shape)] = float(rng.choice([0.5, np.inf, np.nan, -1.0]))
+        want = sums(mask, b, sq, skv)
+        vcattn.masks._last["ref"] = None
+        got = vcattn.masks.lengths(mask, b, h, sq, skv)
+        assert got == want, (case, m.shape, what, got, want)
+        kinds[isinstance(got, str)] = kinds.get(isinstance(got, str), 0) + 1
+    assert kinds.get(True, 0) > 30 and kinds.get(False, 0) > 30, kinds
 
 
 def test_heads_with_different_masks_are_not_lengths():

@@ -120,8 +120,9 @@ def unsupported(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=N
 
 def mask_unsupported(q, k, attn_mask, layout: str = "HND"):
     """None when vcattn runs this mask (a per-batch valid prefix, ``vcattn.masks``), else
-    ``("attn_mask", why)``.  Reads the mask (one pass, one host synchronization; the answer for
-    the last mask is kept, so the call that follows reads nothing)."""
+    ``("attn_mask", why)``.  Reads the mask (a prefix: one byte-wise pass and two host
+    synchronizations, ``vcattn.masks``; the answer for the last mask is kept, so the call that
+    follows reads nothing)."""
     h, s = (1, 2) if layout == "HND" else (2, 1)
     lens = masks.lengths(attn_mask, q.shape[0], q.shape[h], q.shape[s], k.shape[s])
     if isinstance(lens, str):

@@ -14,9 +14,16 @@ mask repeated per head (diffusers' ``prepare_attention_mask``) must give every h
 lengths.  Anything else - a pattern that is not a prefix, a bias, heads with different
 masks - is not a set of lengths, and ``lengths`` says why.
 
-Reading a mask costs one pass over it and a host synchronization (the lengths decide the
-launch), so it is done eagerly, never while torch.compile traces.  The answer for the last
-mask tensor is kept (one forward pass hands the same mask to every block).
+Reading a mask: the candidate lengths from row 0 and column 0, then one pass that compares the
+whole mask with the candidate (``_prefix``: a boolean mask is read once as bytes, 1 byte per
+entry, by min / max reductions that make no temporaries; an additive one is read in its own
+dtype) and two host synchronizations (the lengths decide the launch), so it is done eagerly,
+never while torch.compile traces.  Only a mask that is not a prefix pays for the row and column
+sums (int32 slabs, ~13 bytes of traffic per entry), which say why.  The answer for the last
+mask tensor is kept, for that tensor object only: a model that hands every block the same mask
+reads it once per forward pass, but HunyuanVideo-1.5's processor (diffusers 0.42) builds a new
+(B, 1, S, S) mask in every attention call, so each block reads its own (once: the router's
+check and the call share the kept answer).
 """
 from __future__ import annotations
 
@@ -91,11 +98,86 @@ def _read(mask, b, h, sq, skv):
         if n not in (1, w):
             return f"attn_mask of shape {shape} does not broadcast to {(b, h, sq, skv)}"
     mask = mask.reshape(shape4)
-    if _tensors.is_torch(mask):
-        if shape4[1] > 1 and mask.stride(1) == 0:
-            mask = mask[:, :1]  # an expanded view: one mask for every head
-        return _read_torch(mask, b, sq, skv)
-    return _read_numpy(mask, b, sq, skv)
+    torch_mask = _tensors.is_torch(mask)
+    head_stride = mask.stride(1) if torch_mask else mask.strides[1]
+    if shape4[1] > 1 and head_stride == 0:
+        mask = mask[:, :1]  # an expanded view: one mask for every head
+    if torch_mask:
+        import torch
+
+        if mask.dtype != torch.bool and not mask.is_floating_point():
+            return _dtype_reason(mask)
+        is_bool = mask.dtype == torch.bool
+    else:
+        is_bool = mask.dtype == np.bool_
+        if not (is_bool or np.issubdtype(mask.dtype, np.floating) or str(mask.dtype) == "bfloat16"):
+            return _dtype_reason(mask)
+    found = _prefix(mask, torch_mask, is_bool)
+    if found is not None:
+        bn, _, sqn, skn = mask.shape
+        return _lengths(found[0], found[1], bn, sqn, skn, b, sq, skv)
+    # not a prefix: the sums say why (a bias, heads that differ, or which pattern)
+    return _read_torch(mask, b, sq, skv) if torch_mask else _read_numpy(mask, b, sq, skv)
+
+
+def _prefix(mask, torch_mask, is_bool):
+    """(q_lens, kv_lens) of a (B', H', Sq', Skv') mask that is the per-batch prefix product -
+    entry (i, j) takes part exactly when i < Lq and j < Lkv, in every head - else None.
+
+    The candidate lengths come from row 0 and column 0 (Lkv: row 0's valid entries; Lq:
+    column 0's; either 0: no entry takes part), then the whole mask is compared with the
+    candidate: [0, Lq) x [0, Lkv) all valid, the rest of the rows [0, Lq) and every row from Lq
+    on none valid.  Each entry is read once in its own dtype (a float mask's inside twice) by
+    reductions that make no temporaries: a boolean mask's minimum inside and maximum outside,
+    as bytes; a float mask's maximum and minimum inside (0; NaN fails both) and maximum outside
+    (-inf only when every entry there is -inf).  Two host synchronizations: the candidate, the
+    verdict.  A prefix is determined by its row 0 and column 0, so a mask that is not the
+    candidate is no prefix at all: None is exact, and the caller's sums then say why."""
+    bn, hn, sqn, skn = mask.shape
+    if bn * hn * sqn * skn == 0:
+        return None
+    row0, col0 = mask[:, :, 0, :], mask[:, :, :, 0]
+    if torch_mask:
+        import torch
+
+        if not is_bool:
+            row0, col0 = row0 == 0, col0 == 0
+        probe = torch.cat([row0.sum(dim=2, dtype=torch.int64), col0.sum(dim=2, dtype=torch.int64)], dim=1)
+        probe = probe.cpu().numpy()  # the first host synchronization: the candidate's shape
+    else:
+        if not is_bool:
+            row0, col0 = row0.astype(np.float32) == 0, col0.astype(np.float32) == 0
+        probe = np.concatenate([row0.sum(axis=2), col0.sum(axis=2)], axis=1)
+    kv_c, q_c = probe[:, :hn], probe[:, hn:]
+    if np.any(kv_c != kv_c[:, :1]) or np.any(q_c != q_c[:, :1]):
+        return None  # heads with different masks
+    q_lens, kv_lens, checks = [], [], []
+    for i in range(bn):
+        lq, lk = int(q_c[i, 0]), int(kv_c[i, 0])
+        if lq == 0 or lk == 0:
+            lq = lk = 0
+        m = mask[i]
+        inside = [r for r in (m[:, :lq, :lk],) if lq * lk > 0]
+        outside = [r for r in (m[:, :lq, lk:], m[:, lq:, :]) if r.shape[1] * r.shape[2] > 0]
+        if torch_mask and is_bool:  # as bytes: torch's bool all / any are several times slower on the CPU
+            checks.extend(r.view(torch.uint8).amin() != 0 for r in inside)
+            checks.extend(r.view(torch.uint8).amax() == 0 for r in outside)
+        elif is_bool:
+            checks.extend(bool(r.all()) for r in inside)
+            checks.extend(not r.any() for r in outside)
+        else:  # 0 inside (its maximum and minimum; NaN fails both), -inf outside (its maximum)
+            checks.extend((r.amax() == 0) & (r.amin() == 0) if torch_mask else r.max() == 0 and r.min() == 0
+                          for r in inside)
+            checks.extend(r.amax() == float("-inf") if torch_mask else r.max() == -np.inf for r in outside)
+        q_lens.append(lq)
+        kv_lens.append(lk)
+    if not checks:
+        ok = True
+    elif torch_mask:
+        ok = bool(torch.stack(checks).all().item())  # the second host synchronization
+    else:
+        ok = all(bool(c) for c in checks)
+    return (q_lens, kv_lens) if ok else None
 
 
 _BIAS = ("an additive attn_mask with values other than 0 and -inf (a bias, not a mask: "
@@ -107,6 +189,10 @@ def _dtype_reason(mask):
 
 
 _NOT_ONE_MASK = "a mask that differs between heads (vcattn reads one mask for all heads)"
+
+_NOT_PREFIX = ("attn_mask is not a valid prefix per batch element (vcattn runs masks that keep the first "
+               "L keys - and optionally the first L query rows - of each sample; other patterns run the "
+               "model's attention)")
 
 
 def _from_sums(rows, cols, b, sq, skv):
@@ -125,11 +211,16 @@ def _from_sums(rows, cols, b, sq, skv):
         prefix = (lq == 0 or (np.all(r[:lq] == lk) and not np.any(r[lq:]))) and \
                  (lk == 0 or (np.all(c[:lk] == lq) and not np.any(c[lk:])))
         if not prefix:
-            return ("attn_mask is not a valid prefix per batch element (vcattn runs masks that keep the first "
-                    "L keys - and optionally the first L query rows - of each sample; other patterns run the "
-                    "model's attention)")
+            return _NOT_PREFIX
         q_lens.append(lq)
         kv_lens.append(lk)
+    return _lengths(q_lens, kv_lens, bn, sqn, skn, b, sq, skv)
+
+
+def _lengths(q_lens, kv_lens, bn, sqn, skn, b, sq, skv):
+    """``Lengths`` of the call from the per-batch prefix (Lq, Lkv) of a (B', ., Sq', Skv') mask
+    (either 0 when no entry takes part): a broadcast batch, key or query axis spread out."""
+    q_lens, kv_lens = list(q_lens), list(kv_lens)
     if bn == 1 and b > 1:
         q_lens, kv_lens = q_lens * b, kv_lens * b
     if skn == 1:  # a broadcast key axis: every key or none
@@ -141,14 +232,17 @@ def _from_sums(rows, cols, b, sq, skv):
     return Lengths(q, kv_lens)
 
 
-# Elements of the mask read per step: a (B, 1, S, S) mask at HunyuanVideo 720p holds 1.3e10, and
-# a reduction over all of it at once makes int64 / bool temporaries of its full size (94 GiB).
+# Elements of the mask read per step by the sums (a mask that is not a prefix): a (B, 1, S, S)
+# mask at HunyuanVideo 720p holds 1.3e10, and a reduction over all of it at once makes int64 /
+# bool temporaries of its full size (94 GiB).
 _CHUNK_ELEMENTS = 1 << 26
 
 
 def _read_torch(mask, b, sq, skv):
     """Row and column sums of the valid entries, read a slab of query rows at a time (temporaries
-    of at most _CHUNK_ELEMENTS entries), with one host synchronization at the end."""
+    of at most _CHUNK_ELEMENTS entries), with one host synchronization at the end: the reason a
+    mask that ``_prefix`` did not take is not a prefix (~13 bytes of traffic per entry: int32
+    slabs, summed twice)."""
     import torch
 
     if mask.dtype != torch.bool and not mask.is_floating_point():
@@ -182,6 +276,7 @@ def _per_head(rows, cols, b, sq, skv):
 
 
 def _read_numpy(mask, b, sq, skv):
+    """``_read_torch`` for numpy masks (one pass, no slabs: the CPU path's masks are small)."""
     if mask.dtype == np.bool_:
         valid = mask
     elif np.issubdtype(mask.dtype, np.floating) or str(mask.dtype) == "bfloat16":
