@@ -186,6 +186,28 @@ def test_the_compare_answers_what_the_sums_answer(backend, dtype):
     assert kinds.get(True, 0) > 30 and kinds.get(False, 0) > 30, kinds
 
 
+def test_a_kept_answer_is_never_reused_for_changed_contents():
+    """The answer for the last torch mask is kept (the router's check and the call read once),
+    but an in-place write (the version counter) reads it again; a numpy array, which has no
+    version counter, is read at every call."""
+    L = vcattn.masks.Lengths
+    lens = vcattn.masks.lengths
+    m = np.ones((1, 1, 9, 9), bool)
+    assert lens(m, 1, 2, 9, 9) == L([9], [9])
+    m[:, :, :, 5:] = False
+    m[:, :, 5:, :] = False
+    assert lens(m, 1, 2, 9, 9) == L([5], [5])
+    torch = pytest.importorskip("torch")
+    t = torch.ones(1, 1, 9, 9, dtype=torch.bool)
+    assert lens(t, 1, 2, 9, 9) == L([9], [9])
+    assert lens(t, 1, 2, 9, 9) == L([9], [9])          # kept
+    t[:, :, :, 4:] = False
+    t[:, :, 4:, :] = False
+    assert lens(t, 1, 2, 9, 9) == L([4], [4])          # written in place: read again
+    t[:, :, 3, 3] = False
+    assert "not a valid prefix" in lens(t, 1, 2, 9, 9)
+
+
 def test_heads_with_different_masks_are_not_lengths():
     m = np.concatenate([joint([4], 9), joint([5], 9)], axis=1)  # (1, 2, 9, 9): two heads, two prefixes
     got = vcattn.masks.lengths(m, 1, 2, 9, 9)

@@ -23,7 +23,9 @@ sums (int32 slabs, ~13 bytes of traffic per entry), which say why.  The answer f
 mask tensor is kept, for that tensor object only: a model that hands every block the same mask
 reads it once per forward pass, but HunyuanVideo-1.5's processor (diffusers 0.42) builds a new
 (B, 1, S, S) mask in every attention call, so each block reads its own (once: the router's
-check and the call share the kept answer).
+check and the call share the kept answer).  Only a torch tensor's answer is kept, and only
+while its identity, shape, strides, dtype and version counter (bumped by in-place writes) are
+unchanged; a numpy array (no version counter) is read at every call.
 """
 from __future__ import annotations
 
@@ -59,14 +61,13 @@ class Lengths:
         return f"Lengths(q={self.q}, kv={self.kv})"
 
 
-# the last mask read: (weak reference, its version, shape, strides, dtype, (b, sq, skv)) -> answer
+# the last torch mask read: (weak reference, its version, shape, strides, dtype, (b, h, sq, skv)) -> answer
 _last = {"key": None, "ref": None, "answer": None}
 
 
 def _identity(mask, b, h, sq, skv):
     version = getattr(mask, "_version", None)
-    return (tuple(mask.shape), tuple(mask.stride()) if _tensors.is_torch(mask) else mask.strides,
-            str(mask.dtype), version, (b, h, sq, skv))
+    return tuple(mask.shape), tuple(mask.stride()), str(mask.dtype), version, (b, h, sq, skv)
 
 
 def lengths(mask, b: int, h: int, sq: int, skv: int):
@@ -76,6 +77,8 @@ def lengths(mask, b: int, h: int, sq: int, skv: int):
         return f"attn_mask must be a tensor, got {type(mask).__name__}"
     if _tensors.compiling():
         return "a mask is read on the host (its lengths decide the launch), not while torch.compile traces"
+    if not _tensors.is_torch(mask):
+        return _read(mask, b, h, sq, skv)  # a numpy array has no version counter: an in-place write is unseen
     ident = _identity(mask, b, h, sq, skv)
     ref = _last["ref"]
     if ref is not None and ref() is mask and _last["key"] == ident:
@@ -84,7 +87,7 @@ def lengths(mask, b: int, h: int, sq: int, skv: int):
     try:
         _last["ref"] = weakref.ref(mask)
         _last["key"], _last["answer"] = ident, answer
-    except TypeError:  # numpy arrays take weak references; anything that does not is just not kept
+    except TypeError:  # anything that takes no weak reference is just not kept
         _last["ref"] = None
     return answer
 
