@@ -18,7 +18,9 @@
 #           and with no wgmma (softmax alone), built here with -DVCATTN_ATT_DIAG=1/2, timed beside
 #           the product build at Wan 720p (VC_DIAG_SHAPE, VC_DIAG_METHODS) -> $OUT/diag.txt
 #       masked (not in the default list): HunyuanVideo-1.5's padded joint attention at 720p
-#           (tests/gpu/masked_bench.py -> $OUT/masked_bench.json; VC_MASKED_ARGS for its options)
+#           (tests/gpu/masked_bench.py -> $OUT/masked_bench.json; VC_MASKED_ARGS for its options),
+#           and what its joint mask costs outside the kernel per call: diffusers building it, vcattn
+#           reading it (tests/gpu/mask_read.py -> $OUT/mask_read.json)
 #       e2e (not in the default list): one Wan2.2-shaped DiT step, cuDNN vs vcattn
 #           (tests/gpu/wan_step.py, ~2-3 minutes)
 #       compile (not in the default list): real-size diffusers blocks (VC_COMPILE_MODELS, default
@@ -44,7 +46,7 @@ LOG="$OUT/device_check.log"
 : > "$LOG"
 say() { echo "$@" | tee -a "$LOG"; }
 has() { [[ ",$STAGES," == *",$1,"* ]]; }
-SHAPES=${VC_BENCH_SHAPES:-"1,40,75600,75600,128 1,40,32760,32760,128 1,12,32760,32760,128 1,24,118800,118800,128 1,40,75600,512,128 2,40,75600,75600,128 1,40,16384,16384,128 1,40,8192,8192,128"}
+SHAPES=${VC_BENCH_SHAPES:-"1,40,75600,75600,128 1,40,32760,32760,128 1,12,32760,32760,128 1,24,118800,118800,128 1,40,75600,512,128 2,40,75600,75600,128 1,40,16384,16384,128 1,40,8192,8192,128 1,48,17550,17550,64 1,24,32760,32760,64"}
 export PATH=$PATH:/usr/local/cuda/bin
 
 say "== device: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null)"
@@ -204,6 +206,10 @@ if has masked; then
     say "== masked: HunyuanVideo-1.5's padded joint attention, vcattn vs masked SDPA vs cuDNN on the valid keys"
     VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python timeout 400 \
         python3 tests/gpu/masked_bench.py ${VC_MASKED_ARGS:-} --json "$OUT/masked_bench.json" 2>&1 | tee -a "$LOG" | tail -40
+    [ "${PIPESTATUS[0]}" = 0 ] || RC=1
+    say "== masked: the joint mask outside the kernel (diffusers' build, vcattn's read; issue 32)"
+    VCATTN_LIBRARY="$DIR/libvcattn.so" PYTHONPATH=python timeout 300 \
+        python3 tests/gpu/mask_read.py --device cuda --json "$OUT/mask_read.json" 2>&1 | tee -a "$LOG" | tail -12
     [ "${PIPESTATUS[0]}" = 0 ] || RC=1
 fi
 if has e2e; then

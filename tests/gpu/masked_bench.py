@@ -14,8 +14,9 @@ Random BF16 inputs (randn, the same draws for every variant), one run, CUDA even
     per call; --no-joint skips it: it is S^2 bytes);
   * ``cudnn-valid``: torch SDPA on the cuDNN backend over the valid tokens only (no mask);
   * ``vcattn-mask``: vcattn.attention(attn_mask=joint mask), the default method with a plan
-    grouped once (a reuse step) - the mask's lengths are read once and kept, as in a forward
-    pass where every block gets the same mask;
+    grouped once (a reuse step) - the mask's lengths are read once and kept (the kernel's
+    time: HunyuanVideo-1.5's processor builds a new mask in every call, and each is read once,
+    ~1 byte per entry - tests/gpu/mask_read.py times that read and the model's build);
   * ``vcattn-valid``: vcattn.attention on the valid tokens (what the masked call runs).
 
 Step estimate (a HunyuanVideo-1.5-shaped step, 54 blocks): one block's linear layers timed on
