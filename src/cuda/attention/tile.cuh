@@ -12,7 +12,7 @@
 
 /* VC_ATT_DIAG (CMake -DVCATTN_ATT_DIAG=N, never in a product build): 1 = the tensor cores
  * alone (the softmax stubbed: P stays a constant, no max, no exponentials), 2 = the softmax
- * alone (no wgmma issued: S and the accumulators are opaque values, P kept alive).  Timed by
+ * alone (no wgmma issued: S read from the K stage in shared memory, P kept alive).  Timed by
  * scripts/device_check.sh diag: it separates "tensor idle" from "tensor slower than its rate"
  * (docs/kernel-log.md).  Outputs are garbage in both. */
 #ifndef VC_ATT_DIAG
