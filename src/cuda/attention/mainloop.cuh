@@ -37,13 +37,16 @@ template <int DH>
 __device__ __forceinline__ void vc_att_issue_s(vc_att_consumer<DH> &cs, const vc_att_descs &d, unsigned st) {
     const uint64_t desc_k = d.k0 + st * (VC_ATT_K_BYTES >> 4);
     if constexpr (VC_ATT_DIAG == 2) {
-        /* the softmax alone: S read from the K stage (16 LDS.128 per thread and turn, values the
-         * compiler cannot fold), no wgmma */
-        const uint32_t src = (uint32_t)(desc_k & 0x3FFFu) * 16u + (read_tid_x() % 64u) * 256u;
+        /* the softmax alone: S read from shared memory at the K stage (16 LDS.128 per thread and
+         * turn, values the compiler cannot fold; a warp's lanes read consecutive 16 bytes, free of
+         * bank conflicts; 32 KB from the stage's start, running into the next stage: distinct
+         * addresses, or ptxas merges the loads and then the exponentials of equal scores), no
+         * wgmma.  The values are whatever is there: timing only. */
+        const uint32_t src = (uint32_t)(desc_k & 0x3FFFu) * 16u + (read_tid_x() % 128u) * 16u;
 #pragma unroll
         for (int i = 0; i < VC_ATT_S_REGS / 4; ++i) {
             float x[4];
-            lds_v4_f32(src + 16u * i, x[0], x[1], x[2], x[3]);
+            lds_v4_f32(src + 2048u * i, x[0], x[1], x[2], x[3]);
 #pragma unroll
             for (int e = 0; e < 4; ++e) cs.S[4 * i + e] = __float_as_int(x[e]);
         }
