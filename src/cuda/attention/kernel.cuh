@@ -35,7 +35,7 @@
 /* PP: the method's P path (p_path.h); the kernel takes the quantized row sum from the ones
  * rows it adds for V-Smooth's restore, so the two come together */
 template <int PP, typename OutT, bool DIRECT, int DH>
-__global__ void __launch_bounds__(VC_ATT_THREADS, 1)
+__global__ void __launch_bounds__(VC_ATT_THREADS_OF(DH), 1)
     vc_attention_kernel(const __grid_constant__ vc_attn_args a, const __grid_constant__ vc_tma_maps maps) {
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -51,6 +51,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     static_assert(VC_PP_IS(PP, E4M3) || VC_PP_IS(PP, EXPCAST) || VC_PP_IS(PP, SPLIT),
                   "the kernel writes E4M3 P by the exp path, ExpCast or the split");
 
+    constexpr int NC = VC_ATT_CONSUMERS_OF(DH); /* consumer warpgroups */
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int bh = blockIdx.y, qtile = blockIdx.x, nkb = a.nkb;
     /* each head runs in exactly one kernel: its P path (a.head_gate: the method's or the
@@ -62,18 +63,18 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
         for (int s = 0; s < VC_ATT_STAGES; ++s) {
             mbarrier_init(&b.full_k[s], 1);
             mbarrier_init(&b.full_v[s], 1);
-            mbarrier_init(&b.empty_k[s], 8);
-            mbarrier_init(&b.empty_v[s], 8);
+            mbarrier_init(&b.empty_k[s], 4 * NC); /* every consumer warp releases */
+            mbarrier_init(&b.empty_v[s], 4 * NC);
         }
         mbarrier_init(b.q_full, 1);
         fence_mbarrier_init();
     }
     if (kRestore) {
         vc_att_restore_init<DH>(sV, sMU, tid);
-        vc_att_keep_init(smem, tid);
+        vc_att_keep_init<DH>(smem, tid);
     } else if (kOnes) {
         vc_att_ones_init<DH>(sV, tid);
-        vc_att_keep_init(smem, tid); /* the block-max group floor's G lives there too */
+        vc_att_keep_init<DH>(smem, tid); /* the block-max group floor's G lives there too */
     }
     fence_proxy_async_shared();
     __syncthreads();
@@ -85,10 +86,12 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     }
 
     /* ================= consumers ================= */
-    setmaxnreg_inc<240>();
+    setmaxnreg_inc<VC_ATT_CONSUMER_REGS(DH)>();
     const int cw = wg - 1; /* consumer index: rows cw*64 .. cw*64+63 of the tile (VC_ATT_WG_ROWS) */
     const int g = lane / 4, t = lane % 4;
-    const int qblk = qtile * 2 + cw;
+    /* the tile's 64-row block; a 192-row tile may reach past sq_pad (a multiple of 128): those
+     * rows are never stored, their Q scale is clamped to the head's last block */
+    const int qblk = NC == 2 ? qtile * NC + cw : min(qtile * NC + cw, a.sq_pad / 64 - 1);
     const float qs = a.q_scale[((int64_t)bh * (a.sq_pad / 64) + qblk) * 32 + warp * 8 + g];
     const float cq = a.c0 * qs;
     const uint32_t sks = smem_u32(sKS) + 4 * t; /* this thread's K scale (column group t) of stage 0 */
@@ -115,7 +118,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     const vc_att_descs d = {wgmma_desc_sw128(sQ + cw * VC_ATT_WG_Q_BYTES), wgmma_desc_sw128(sK), wgmma_desc_sw128(sV),
                             wgmma_desc_noswizzle(sMU, VC_ATT_MU_SLOT, 128)}; /* K step: restore.cuh */
     mbarrier_wait(b.q_full, 0);
-    if (cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0, VC_ATT_CONSUMER_THREADS); /* WG1 goes first */
+    if (cw == NC - 1) named_barrier_arrive(VC_ATT_BAR_WG0, VC_ATT_TURN_THREADS); /* WG0 goes first */
 
     vc_att_mainloop<PP, DIRECT>(cs, b, d, smem, sks, cq, cw, nkb, tail_valid, t, a.bm_descent);
 
@@ -124,7 +127,7 @@ __global__ void __launch_bounds__(VC_ATT_THREADS, 1)
     const uint32_t u = read_tid_x() - 128; /* = 128 cw + 32 warp + lane */
     const int row0 = (int)((u >> 7) * VC_ATT_WG_ROWS + ((u >> 5) & 3) * 16 + ((u & 31) >> 2)); /* cw*64 + warp*16 + g */
     /* l: sage2 sums the quad's partials (epilogue.cuh); the V-Smooth modes hold the row's l */
-    vc_store_rows<PP, OutT>(a, cs.O, cs.l, cs.m, bh, qtile * VC_TILE_Q + row0, t);
+    vc_store_rows<PP, OutT>(a, cs.O, cs.l, cs.m, bh, qtile * VC_ATT_TILE_ROWS(DH) + row0, t);
 }
 
 /* ---- host: tensor maps and launch ------------------------------------------------------- */
@@ -133,7 +136,8 @@ static cudaError_t vc_attn_launch_one(const vc_attn_args &a, const vc_tma_maps &
     auto kern = vc_attention_kernel<PP, OutT, DIRECT, DH>;
     cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, VC_ATT_SMEM);
     if (e != cudaSuccess) return e;
-    kern<<<dim3(a.sq_pad / VC_TILE_Q, BH), VC_ATT_THREADS, VC_ATT_SMEM, s>>>(a, maps);
+    const int tiles = (a.sq_pad + VC_ATT_TILE_ROWS(DH) - 1) / VC_ATT_TILE_ROWS(DH);
+    kern<<<dim3(tiles, BH), VC_ATT_THREADS_OF(DH), VC_ATT_SMEM, s>>>(a, maps);
     return cudaGetLastError();
 }
 

@@ -125,16 +125,29 @@ __device__ __forceinline__ void vc_att_fold(vc_att_consumer<DH> &cs, uint64_t *e
     if (elect_one_sync()) mbarrier_arrive(&empty_v[VC_ATT_STAGE(kb)]);
 }
 
-/* Ping-pong.  Barrier ids as immediates (a warp-uniform branch): held in a
- * register, the id was spilled and its reload sat right before the barrier. */
+/* Turns, round robin over the NC consumer warpgroups: warpgroup cw waits on barrier
+ * VC_ATT_BAR_WG0 + cw, which the one before it arrives at after its issue.  Barrier ids as
+ * immediates (a warp-uniform branch): held in a register, the id was spilled and its reload
+ * sat right before the barrier. */
+template <int NC>
 __device__ __forceinline__ void vc_att_begin_turn(int cw) {
-    if (cw == 0) named_barrier_sync(VC_ATT_BAR_WG0, VC_ATT_CONSUMER_THREADS);
-    else named_barrier_sync(VC_ATT_BAR_WG0 + 1, VC_ATT_CONSUMER_THREADS);
+    if (cw == 0) named_barrier_sync(VC_ATT_BAR_WG0, VC_ATT_TURN_THREADS);
+    else if (NC == 2 || cw == 1) named_barrier_sync(VC_ATT_BAR_WG0 + 1, VC_ATT_TURN_THREADS);
+    else named_barrier_sync(VC_ATT_BAR_WG0 + 2, VC_ATT_TURN_THREADS);
     wgmma_fence();
 }
+/* the next warpgroup's turn */
+template <int NC>
 __device__ __forceinline__ void vc_att_end_issue(int cw) {
-    if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, VC_ATT_CONSUMER_THREADS);
-    else named_barrier_arrive(VC_ATT_BAR_WG0, VC_ATT_CONSUMER_THREADS);
+    if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, VC_ATT_TURN_THREADS);
+    else if (NC == 2 || cw == 2) named_barrier_arrive(VC_ATT_BAR_WG0, VC_ATT_TURN_THREADS);
+    else named_barrier_arrive(VC_ATT_BAR_WG0 + 2, VC_ATT_TURN_THREADS);
+}
+/* after a warpgroup's last turn only the ones after it in this round still take theirs */
+template <int NC>
+__device__ __forceinline__ void vc_att_end_last_issue(int cw) {
+    if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, VC_ATT_TURN_THREADS);
+    else if (NC == 3 && cw == 1) named_barrier_arrive(VC_ATT_BAR_WG0 + 2, VC_ATT_TURN_THREADS);
 }
 
 /* Right after this turn's issue, while its own P V waits behind the other
@@ -178,13 +191,14 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer<DH> &cs, const v
                                                 const uint8_t *smem, uint32_t sks, float cq, int cw, int nkb,
                                                 int tail_valid, int t, float descent) {
     constexpr bool kOnes = VC_PP_ROWSUM_QUANTIZED(PP), kRestore = VC_PP_V_SMOOTH(PP);
+    constexpr int NC = VC_ATT_CONSUMERS_OF(DH);
     /* ---- first turn: S_0 ---- */
     {
         mbarrier_wait(&b.full_k[0], 0);
-        vc_att_begin_turn(cw);
+        vc_att_begin_turn<NC>(cw);
         vc_att_issue_s(cs, d, 0);
         wgmma_commit();
-        vc_att_end_issue(cw);
+        vc_att_end_issue<NC>(cw);
         vc_att_prepare_next(b, 0, nkb);
         const float G0[2] = {0.0f, 0.0f}; /* no floor in block 0 */
         vc_att_finish_s<PP, DIRECT>(cs, b, sks, cq, 0, nkb, tail_valid, t, descent, G0, smem);
@@ -200,13 +214,13 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer<DH> &cs, const v
          * makes ptxas inject a warpgroup.arrive (C7519) */
         const unsigned mst = 2u * (((kb >> 3) - 1u) & (VC_ATT_MU_GROUP_SLOTS - 1u));
         const int restore = (kb & (VC_ATT_RESTORE_GROUP - 1u)) == 1u && kb >= VC_ATT_RESTORE_GROUP + 1u;
-        vc_att_begin_turn(cw);
+        vc_att_begin_turn<NC>(cw);
         vc_att_issue_pv<kOnes>(cs, d, pst);
         if (kRestore) vc_att_issue_restore(cs, d.mu0, mst, restore);
         wgmma_commit();
         vc_att_issue_s(cs, d, st);
         wgmma_commit();
-        vc_att_end_issue(cw);
+        vc_att_end_issue<NC>(cw);
         vc_att_prepare_next(b, kb, nkb);
         wgmma_wait<1>();
         vc_att_fence_acc(cs);
@@ -223,11 +237,11 @@ __device__ __forceinline__ void vc_att_mainloop(vc_att_consumer<DH> &cs, const v
     {
         const unsigned pst = VC_ATT_STAGE(nkb - 1),
                        mst = 2u * ((((unsigned)max(nkb, 2) - 2u) >> 3) & (VC_ATT_MU_GROUP_SLOTS - 1u));
-        vc_att_begin_turn(cw);
+        vc_att_begin_turn<NC>(cw);
         vc_att_issue_pv<kOnes>(cs, d, pst);
         if (kRestore) vc_att_issue_restore(cs, d.mu0, mst, nkb >= 2);
         wgmma_commit();
-        if (cw == 0) named_barrier_arrive(VC_ATT_BAR_WG0 + 1, VC_ATT_CONSUMER_THREADS);
+        vc_att_end_last_issue<NC>(cw);
         wgmma_wait<0>();
         vc_att_fence_acc(cs);
         __syncwarp();

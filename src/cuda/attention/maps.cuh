@@ -1,10 +1,11 @@
 /* maps.cuh - the attention kernel's three TMA tensor maps (host side): Q and K
- * codes (rows of 128 bytes, 128-row boxes), V^T codes (VC_GPU_DPAD rows of skv_pad
+ * codes (rows of 128 bytes, boxes of the tile's rows), V^T codes (VC_GPU_DPAD rows of skv_pad
  * bytes per head, boxes of the kernel's DH rows); 128B swizzle. */
 #pragma once
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include "attention/tile.cuh" /* VC_ATT_TILE_ROWS */
 #include "gpu_common.cuh"
 #include "tma_encode.cuh"
 
@@ -25,7 +26,7 @@ struct vc_tma_maps {
     CUtensorMap q, k, v;
 };
 static inline bool vc_attn_make_maps(const vc_attn_args &a, int BH, int dh, vc_tma_maps *m) {
-    return vc_tma_make_map(&m->q, a.q_codes, VC_GPU_DPAD, (uint64_t)BH * a.sq_pad, 128) &&
+    return vc_tma_make_map(&m->q, a.q_codes, VC_GPU_DPAD, (uint64_t)BH * a.sq_pad, (uint32_t)VC_ATT_TILE_ROWS(dh)) &&
            vc_tma_make_map(&m->k, a.k_codes, VC_GPU_DPAD, (uint64_t)BH * a.skv_pad, 128) &&
            vc_tma_make_map(&m->v, a.v_codes, (uint64_t)a.skv_pad, (uint64_t)BH * VC_GPU_DPAD, (uint32_t)dh);
 }

@@ -25,8 +25,8 @@ __device__ __forceinline__ void vc_att_producer(const vc_attn_args &a, const vc_
         tma_prefetch_desc(&maps.q);
         tma_prefetch_desc(&maps.k);
         const float *kscale = a.k_scale + (int64_t)bh * nkb * 4;
-        mbarrier_arrive_expect_tx(b.q_full, VC_ATT_Q_BYTES);
-        tma_load_2d(sQ, &maps.q, b.q_full, 0, bh * a.sq_pad + qtile * VC_TILE_Q);
+        mbarrier_arrive_expect_tx(b.q_full, VC_ATT_Q_TILE_BYTES(DH));
+        tma_load_2d(sQ, &maps.q, b.q_full, 0, bh * a.sq_pad + qtile * VC_ATT_TILE_ROWS(DH));
         for (int kb = 0; kb < nkb; ++kb) {
             const int st = (int)VC_ATT_STAGE(kb);
             mbarrier_wait(&b.empty_k[st], VC_ATT_PHASE(kb) ^ 1u);

@@ -36,7 +36,7 @@
  * off).  All threads. */
 template <int DH>
 __device__ __forceinline__ void vc_att_ones_init(uint8_t *sV, int tid) {
-    for (int i = tid; i < VC_ATT_STAGES * 256; i += VC_ATT_THREADS)
+    for (int i = tid; i < VC_ATT_STAGES * 256; i += VC_ATT_THREADS_OF(DH))
         reinterpret_cast<uint32_t *>(sV + (i / 256) * VC_ATT_V_BYTES + VC_ATT_V_CODE_BYTES(DH))[i % 256] =
             VC_ATT_E4M3_ONE * 0x01010101u;
 }
@@ -46,14 +46,15 @@ __device__ __forceinline__ void vc_att_ones_init(uint8_t *sV, int tid) {
 template <int DH>
 __device__ __forceinline__ void vc_att_restore_init(uint8_t *sV, uint8_t *sMU, int tid) {
     vc_att_ones_init<DH>(sV, tid);
-    for (int i = tid; i < VC_ATT_MU_SLOTS * 32; i += VC_ATT_THREADS)
+    for (int i = tid; i < VC_ATT_MU_SLOTS * 32; i += VC_ATT_THREADS_OF(DH))
         reinterpret_cast<uint32_t *>(sMU + (i / 32) * VC_ATT_MU_SLOT + VC_ATT_MU_BYTES(DH))[i % 32] = 0u;
 }
 
 /* The pending coefficients of the grouped restore (and the block-max group
  * floor's G): zero before turn 0.  All threads. */
+template <int DH>
 __device__ __forceinline__ void vc_att_keep_init(uint8_t *smem, int tid) {
-    for (int i = tid; i < VC_ATT_CONSUMER_THREADS * VC_ATT_KEEP_BYTES / 4; i += VC_ATT_THREADS)
+    for (int i = tid; i < VC_ATT_CONSUMER_THREADS * VC_ATT_KEEP_BYTES / 4; i += VC_ATT_THREADS_OF(DH))
         reinterpret_cast<float *>(smem + VC_ATT_OFF_KEEP)[i] = 0.0f;
 }
 

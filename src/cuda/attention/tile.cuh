@@ -19,12 +19,25 @@
 #define VC_ATT_DIAG 0
 #endif
 
-#define VC_ATT_CONSUMERS 2 /* consumer warpgroups (ping-pong) */
+#define VC_ATT_CONSUMERS 2 /* consumer warpgroups (taking turns on the tensor cores) at DH = 128 */
+/* at DH = 64 (A/B switch: three warpgroups on 192-row tiles, the registers allow it there) */
+#ifndef VC_ATT_CONSUMERS_64
+#define VC_ATT_CONSUMERS_64 2
+#endif
+#define VC_ATT_CONSUMERS_OF(dh) ((dh) == 64 ? VC_ATT_CONSUMERS_64 : VC_ATT_CONSUMERS)
+#define VC_ATT_MAX_CONSUMERS (VC_ATT_CONSUMERS_64 > VC_ATT_CONSUMERS ? VC_ATT_CONSUMERS_64 : VC_ATT_CONSUMERS)
 #define VC_ATT_WG_ROWS 64  /* query rows per consumer warpgroup: one m64 wgmma */
 #define VC_ATT_WG_THREADS 128
-#define VC_ATT_CONSUMER_THREADS (VC_ATT_CONSUMERS * VC_ATT_WG_THREADS)
-#define VC_ATT_THREADS (VC_ATT_WG_THREADS + VC_ATT_CONSUMER_THREADS) /* + the producer warpgroup */
-#define VC_ATT_Q_BYTES (VC_TILE_Q * VC_GPU_DPAD)                      /* the Q tile, INT8 codes */
+#define VC_ATT_TILE_ROWS(dh) (VC_ATT_CONSUMERS_OF(dh) * VC_ATT_WG_ROWS) /* a CTA's query rows */
+#define VC_ATT_THREADS_OF(dh) (VC_ATT_WG_THREADS * (1 + VC_ATT_CONSUMERS_OF(dh))) /* + the producer */
+#define VC_ATT_MAX_THREADS (VC_ATT_WG_THREADS * (1 + VC_ATT_MAX_CONSUMERS))
+/* a consumer's registers after setmaxnreg: what the register file leaves beside a 24-register
+ * producer (multiple of 8) */
+#define VC_ATT_CONSUMER_REGS(dh) (VC_ATT_CONSUMERS_OF(dh) == 2 ? 240 : 160)
+#define VC_ATT_CONSUMER_THREADS (VC_ATT_MAX_CONSUMERS * VC_ATT_WG_THREADS) /* the keep area's threads */
+#define VC_ATT_TURN_THREADS (2 * VC_ATT_WG_THREADS) /* a turn's named barrier: the one before and the next */
+#define VC_ATT_Q_BYTES (VC_ATT_MAX_CONSUMERS * VC_ATT_WG_ROWS * VC_GPU_DPAD) /* the Q tile, INT8 codes */
+#define VC_ATT_Q_TILE_BYTES(dh) (VC_ATT_TILE_ROWS(dh) * VC_GPU_DPAD)
 #define VC_ATT_WG_Q_BYTES (VC_ATT_WG_ROWS * VC_GPU_DPAD)              /* one consumer's rows of it */
 /* one consumer thread's share of an m64 accumulator: S (N = VC_BLOCK_K), O (N = DH), and a
  * block's P V with the 8 columns of the quantized row sum (N = DH + 8) */
@@ -35,5 +48,6 @@
 #define VC_ATT_QK_STEPS(dh) ((dh) / 32)
 
 static_assert(VC_TILE_Q == VC_ATT_CONSUMERS * VC_ATT_WG_ROWS, "the tile's rows are the consumers' rows");
+static_assert(VC_ATT_CONSUMERS_64 == 2 || VC_ATT_CONSUMERS_64 == 3, "two or three consumer warpgroups");
 static_assert(VC_ATT_S_REGS == 64, "the softmax is written for 64 score registers");
 static_assert(VC_GPU_DPAD == 128, "the codes' rows are 128 bytes (the 128B swizzle)");
