@@ -216,18 +216,23 @@ static float *vc_lse_out(const vcattn_gpu_params *p, const uint8_t *w, const vca
     return p->lse ? p->lse : L.exact_keys ? (float *)(w + L.lse_q) : NULL;
 }
 
+/* The inputs Q, K, V and their strides, as every kernel's arguments hold them. */
+template <typename Args> static void vc_copy_inputs(Args &a, const vcattn_gpu_params *p) {
+    a.q = p->q;
+    a.k = p->k;
+    a.v = p->v;
+    memcpy(a.q_stride, p->q_stride, sizeof a.q_stride);
+    memcpy(a.k_stride, p->k_stride, sizeof a.k_stride);
+    memcpy(a.v_stride, p->v_stride, sizeof a.v_stride);
+}
+
 /* The exact keys' kernels' arguments of one problem (L.exact_keys > 0); the output flag is
  * the merge's to set (the call's, which with valid lengths is not the problem's region's). */
 static vc_exact_args vc_exact_args_of(const vcattn_gpu_params *p, uint8_t *w, const vcattn_gpu_layout &L) {
     vc_exact_args x;
     memset(&x, 0, sizeof x);
-    x.q = p->q;
-    x.k = p->k;
-    x.v = p->v;
+    vc_copy_inputs(x, p);
     x.o = p->o;
-    memcpy(x.q_stride, p->q_stride, sizeof x.q_stride);
-    memcpy(x.k_stride, p->k_stride, sizeof x.k_stride);
-    memcpy(x.v_stride, p->v_stride, sizeof x.v_stride);
     memcpy(x.o_stride, p->o_stride, sizeof x.o_stride);
     x.perm = p->perm;
     x.order = (int32_t *)(w + L.key_order);
@@ -248,12 +253,7 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
     const int pp = vc_path_of(p);
     vc_prep_args a;
     memset(&a, 0, sizeof a);
-    a.q = p->q;
-    a.k = p->k;
-    a.v = p->v;
-    memcpy(a.q_stride, p->q_stride, sizeof a.q_stride);
-    memcpy(a.k_stride, p->k_stride, sizeof a.k_stride);
-    memcpy(a.v_stride, p->v_stride, sizeof a.v_stride);
+    vc_copy_inputs(a, p);
     a.v_smooth = VC_PP_V_SMOOTH(pp);
     a.perm = a.v_smooth ? p->perm : NULL; /* sage2 ignores the plan, as the simulation does */
     a.perm_stride = p->seq_kv;
