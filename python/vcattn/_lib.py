@@ -216,7 +216,7 @@ class GpuLayout(ctypes.Structure):  # vcattn_gpu_layout
         (name, ctypes.c_size_t) for name in (
             "q_codes", "q_scale", "q_km", "k_codes", "k_scale", "k_mean", "k_partial", "v_codes", "v_scale",
             "v_mean", "v_block_mean", "v_amax", "v_mean_tc", "output_flag", "direct_heads", "key_norm",
-            "key_order", "total")]
+            "key_order", "lse_q", "total")]
 
 
 class GpuKmeansParams(ctypes.Structure):  # vcattn_gpu_kmeans_params

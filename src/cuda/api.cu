@@ -131,7 +131,8 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
         if ((s = vc_len_layout(p, &R, L))) return s;
         size_t *fields[] = {&L->q_codes, &L->q_scale, &L->q_km, &L->k_codes, &L->k_scale, &L->k_mean,
                             &L->k_partial, &L->v_codes, &L->v_scale, &L->v_mean, &L->v_block_mean,
-                            &L->v_amax, &L->v_mean_tc, &L->direct_heads, &L->key_norm, &L->key_order};
+                            &L->v_amax, &L->v_mean_tc, &L->direct_heads, &L->key_norm, &L->key_order,
+                            &L->lse_q};
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) *fields[i] += R.base;
         L->output_flag = 0;
         L->total = R.base + (size_t)p->batch * R.stride;
@@ -167,6 +168,7 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
     if (n_exact) {
         VC_CARVE(key_norm, BH * (size_t)p->seq_kv * sizeof(float));
         VC_CARVE(key_order, BH * (size_t)p->seq_kv * sizeof(int32_t));
+        VC_CARVE(lse_q, BH * (size_t)p->seq_q * sizeof(float));
     }
 #undef VC_CARVE
     L->total = off;
@@ -208,10 +210,10 @@ static double vc_sm(const vcattn_gpu_params *p) {
     return p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
 }
 
-/* Whether the call needs the quantized pass's LSE, and so q . mean: the caller asks for it, or
- * the exact keys' merge (in the attention kernel's epilogue) takes it. */
-static bool vc_needs_lse(const vcattn_gpu_params *p, const vcattn_gpu_layout &L) {
-    return p->lse || L.exact_keys;
+/* Where the attention kernel writes the LSE: the caller's, or with exact keys (whose merge
+ * reads it) the workspace's when the caller asks none; NULL = no LSE (nor q . mean). */
+static float *vc_lse_out(const vcattn_gpu_params *p, const uint8_t *w, const vcattn_gpu_layout &L) {
+    return p->lse ? p->lse : L.exact_keys ? (float *)(w + L.lse_q) : NULL;
 }
 
 /* The inputs Q, K, V and their strides, as every kernel's arguments hold them. */
@@ -224,19 +226,24 @@ template <typename Args> static void vc_copy_inputs(Args &a, const vcattn_gpu_pa
     memcpy(a.v_stride, p->v_stride, sizeof a.v_stride);
 }
 
-/* The exact keys' order kernels' arguments of one problem (L.exact_keys > 0). */
+/* The exact keys' kernels' arguments of one problem (L.exact_keys > 0); the output flag is
+ * the merge's to set (the call's, which with valid lengths is not the problem's region's). */
 static vc_exact_args vc_exact_args_of(const vcattn_gpu_params *p, uint8_t *w, const vcattn_gpu_layout &L) {
     vc_exact_args x;
     memset(&x, 0, sizeof x);
-    x.v = p->v;
-    memcpy(x.v_stride, p->v_stride, sizeof x.v_stride);
+    vc_copy_inputs(x, p);
+    x.o = p->o;
+    memcpy(x.o_stride, p->o_stride, sizeof x.o_stride);
     x.perm = p->perm;
     x.order = (int32_t *)(w + L.key_order);
     x.norm = (float *)(w + L.key_norm);
+    x.lse = vc_lse_out(p, w, L);
     x.H = (int)p->heads;
     x.S = (int)p->seq_kv;
+    x.Sq = (int)p->seq_q;
     x.D = (int)p->head_dim;
     x.n = (int)L.exact_keys;
+    x.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
     return x;
 }
 
@@ -262,7 +269,7 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
     a.sm = (float)vc_sm(p);
     a.q_codes = (int8_t *)(w + L.q_codes);
     a.q_scale = (float *)(w + L.q_scale);
-    a.q_km = vc_needs_lse(p, L) ? (float *)(w + L.q_km) : NULL; /* the LSE's q . mean */
+    a.q_km = vc_lse_out(p, w, L) ? (float *)(w + L.q_km) : NULL; /* the LSE's q . mean */
     a.k_codes = (int8_t *)(w + L.k_codes);
     a.k_scale = (float *)(w + L.k_scale);
     a.k_mean = (float *)(w + L.k_mean);
@@ -350,7 +357,7 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     memset(&a, 0, sizeof a);
     a.q_codes = (const int8_t *)(w + L.q_codes);
     a.q_scale = (const float *)(w + L.q_scale);
-    a.q_km = vc_needs_lse(p, L) ? (const float *)(w + L.q_km) : NULL;
+    a.q_km = vc_lse_out(p, w, L) ? (const float *)(w + L.q_km) : NULL;
     a.k_codes = (const int8_t *)(w + L.k_codes);
     a.k_scale = (const float *)(w + L.k_scale);
     a.v_codes = w + L.v_codes;
@@ -359,7 +366,7 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     a.v_mean_tc = (const uint4 *)(w + L.v_mean_tc);
     a.o = p->o;
     memcpy(a.o_stride, p->o_stride, sizeof a.o_stride);
-    a.lse = p->lse;
+    a.lse = vc_lse_out(p, w, L);
     a.H = (int)p->heads;
     a.Sq = (int)p->seq_q;
     a.Skv = (int)(p->seq_kv - L.exact_keys);
@@ -373,15 +380,13 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     a.direct_heads = (const unsigned *)(w + L.direct_heads);
     a.head_exact = p->head_exact;
     const int BH = (int)(p->batch * p->heads);
-    if (L.exact_keys) {
-        vc_copy_inputs(a, p);
-        a.exact_n = (int)L.exact_keys;
-        a.exact_pitch = (int)p->seq_kv;
-        a.exact_order = (const int32_t *)(w + L.key_order);
-        a.in_bf16 = p->input_dtype == VCATTN_GPU_DTYPE_BF16;
-    }
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;
-    const cudaError_t e = vc_attn_launch(a, BH, vc_path_of(p), vc_exact_path_of(p->method), bf16, stream);
+    cudaError_t e = vc_attn_launch(a, BH, vc_path_of(p), vc_exact_path_of(p->method), bf16, stream);
+    if (e == cudaSuccess && L.exact_keys) {
+        vc_exact_args x = vc_exact_args_of(p, (uint8_t *)w, L);
+        x.output_flag = flag;
+        e = vc_exact_merge_launch(x, BH, p->input_dtype == VCATTN_GPU_DTYPE_BF16, bf16, stream);
+    }
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 

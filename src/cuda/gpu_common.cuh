@@ -57,26 +57,23 @@ struct vc_attn_args {
                                      writes P by the exact exponential (direct_heads.cu) */
     const uint8_t *head_exact;    /* the caller's per-head exact-P flags, NULL = none */
     unsigned head_gate;           /* the bit 1 of the heads this launch runs (kernel.cuh) */
-    /* the exact keys (src/exact_keys.h), merged in the epilogue (attention/exact_merge.cuh):
-     * exact_n per (batch, head), 0 = none; the 16-bit inputs; the call's key order (B, H,
-     * exact_pitch) with the exact keys at its end */
-    int exact_n, exact_pitch, in_bf16;
-    const int32_t *exact_order;
-    const void *q, *k, *v;
-    int64_t q_stride[3], k_stride[3], v_stride[3];
 };
 
-/* Arguments of the exact keys' order kernels (exact_keys.cu, src/exact_keys.h); their merge
- * is the attention kernel's epilogue (attention/exact_merge.cuh). */
+/* Arguments of the exact keys' kernels (exact_keys.cu, src/exact_keys.h). */
 struct vc_exact_args {
-    const void *v;
-    int64_t v_stride[3];
+    const void *q, *k, *v;
+    void *o;
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
     const int32_t *perm; /* the plan's order (B, H, S), NULL = sequence order */
     int32_t *order;      /* (B, H, S): the order the call runs, the n exact keys last */
     float *norm;         /* (B, H, S) scratch: the rank norms */
-    int H, S, D, n;
+    float *lse;          /* (B, H, Sq): the quantized pass's LSE in, the merged LSE out */
+    int H, S, Sq, D, n;
+    float c0;            /* (float)(softmax scale * log2 e), the attention kernel's */
+    unsigned *output_flag;
 };
 cudaError_t vc_exact_order_launch(const vc_exact_args &a, int BH, int bf16, cudaStream_t s);
+cudaError_t vc_exact_merge_launch(const vc_exact_args &a, int BH, int in_bf16, int out_bf16, cudaStream_t s);
 
 /* direct_heads.cu: fills a.direct_heads (written by this launch, read by the kernels behind it) */
 #define VC_HEAD_DIRECT 1u /* a.direct_heads: the two-rounding P */
