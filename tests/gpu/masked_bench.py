@@ -17,7 +17,12 @@ Random BF16 inputs (randn, the same draws for every variant), one run, CUDA even
     grouped once (a reuse step) - the mask's lengths are read once and kept (the kernel's
     time: HunyuanVideo-1.5's processor builds a new mask in every call, and each is read once,
     ~1 byte per entry - tests/gpu/mask_read.py times that read and the model's build);
-  * ``vcattn-valid``: vcattn.attention on the valid tokens (what the masked call runs).
+  * ``vcattn-valid``: vcattn.attention on the valid tokens (what the masked call runs);
+  * ``vcattn-mask-method``: as ``vcattn-mask`` with ``Plan(policy=None)``: the method as designed
+    on every head.  On randn the default plan's per-head policy gives most heads the exact P
+    (the split's P is within noise of sage2-8bit's there and the floor asks for a margin;
+    docs/method.md, "Per-head recipes"), which costs ~10%; ``recipes`` in the JSON counts the
+    heads per recipe the default plan chose.
 
 Step estimate (a HunyuanVideo-1.5-shaped step, 54 blocks): one block's linear layers timed on
 the same tokens (QKV + output projection, 2048 -> 8192 -> 2048 MLP, BF16 matmuls) plus the
@@ -30,12 +35,14 @@ import json
 import os
 import sys
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 import vcattn  # noqa: E402
+from vcattn import head_policy  # noqa: E402
 
 HEADS, HEAD_DIM, HIDDEN, MLP, BLOCKS = 16, 128, 2048, 8192, 54
 
@@ -97,6 +104,13 @@ def main():
     mask = joint if joint is not None else key_mask
     ms["vcattn-mask"] = timed(lambda: vcattn.attention(q, k, v, attn_mask=mask, plan=plan_m), args.reps)
     ms["vcattn-valid"] = timed(lambda: vcattn.attention(qv, kv, vv, plan=plan_v), args.reps)
+    plan_n = vcattn.Plan(policy=None)
+    ms["vcattn-mask-method"] = timed(lambda: vcattn.attention(q, k, v, attn_mask=mask, plan=plan_n), args.reps)
+    parts = [plan_m] + list(plan_m.__dict__.get("_parts", {}).values())  # ragged batches: a plan per element
+    chosen = [np.asarray(p.recipes).reshape(-1) for p in parts if p.recipes is not None]
+    if chosen:
+        r, c = np.unique(np.concatenate(chosen), return_counts=True)
+        res["recipes"] = {head_policy.RECIPES[int(x)]: int(n) for x, n in zip(r, c)}
     # fidelity on the valid rows: vcattn vs cuDNN BF16 (both against the same inputs)
     out = vcattn.attention(q, k, v, attn_mask=mask, plan=plan_m)
     ref = cudnn_valid()
@@ -120,6 +134,7 @@ def main():
     today = ms.get("sdpa-mask-joint", ms.get("sdpa-mask-keys", float("nan")))
     res["ratios"] = {
         "cudnn-valid / vcattn-mask": ms["cudnn-valid"] / ms["vcattn-mask"],
+        "cudnn-valid / vcattn-mask-method": ms["cudnn-valid"] / ms["vcattn-mask-method"],
         "sdpa-mask-keys / vcattn-mask": ms.get("sdpa-mask-keys", float("nan")) / ms["vcattn-mask"],
         "today / vcattn-mask": today / ms["vcattn-mask"],
         "vcattn-mask / vcattn-valid": ms["vcattn-mask"] / ms["vcattn-valid"],
