@@ -607,6 +607,26 @@ vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *work
 vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, const void *workspace,
                                        size_t workspace_bytes, void *stream);
 
+/* FP32-accurate attention of a few query rows on the GPU: the per-head policy's reference
+ * (python: vcattn._gpu.reference_rows), one pass over K and V on the tensor cores.  BF16 q
+ * (B, H, rows, D), k and v (B, H, seq_kv, D) with (batch, head, seq) element strides (channels
+ * contiguous, 8-byte aligned rows); o: (B, H, rows, D) contiguous FP32; head_dim 64 or 128.
+ * The scores are FP32 sums of exact products, the softmax FP32, and P enters P V as two BF16
+ * parts (~2^-17 relative): within a few 1e-6 of FP64 (src/cuda/reference_rows.cu).  The keys
+ * are split over CTAs by the shape alone, so the result does not depend on the device.  The
+ * workspace: vcattn_gpu_reference_workspace_size bytes, 256-byte aligned. */
+typedef struct vcattn_gpu_reference_params {
+    int64_t batch, heads, rows, seq_kv, head_dim;
+    double softmax_scale; /* <= 0: 1/sqrt(head_dim) */
+    const void *q, *k, *v;
+    int64_t q_stride[3], k_stride[3], v_stride[3];
+    float *o;
+} vcattn_gpu_reference_params;
+
+vcattn_status vcattn_gpu_reference_workspace_size(const vcattn_gpu_reference_params *p, size_t *bytes);
+vcattn_status vcattn_gpu_reference_rows(const vcattn_gpu_reference_params *p, void *workspace,
+                                        size_t workspace_bytes, void *stream);
+
 /* Where the preprocessed operands live inside the workspace (byte offsets),
  * for tests that compare codes with a CPU implementation.  Layouts:
  *   q_codes  int8  (B*H, sq_pad, 128)        channels >= head_dim are 0

@@ -40,6 +40,18 @@ vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, const void *w
     return VCATTN_STATUS_NOT_BUILT;
 }
 
+vcattn_status vcattn_gpu_reference_workspace_size(const vcattn_gpu_reference_params *p, size_t *bytes) {
+    (void)p;
+    (void)bytes;
+    return VCATTN_STATUS_NOT_BUILT;
+}
+
+vcattn_status vcattn_gpu_reference_rows(const vcattn_gpu_reference_params *p, void *workspace,
+                                        size_t workspace_bytes, void *stream) {
+    (void)p, (void)workspace, (void)workspace_bytes, (void)stream;
+    return VCATTN_STATUS_NOT_BUILT;
+}
+
 vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *workspace, size_t workspace_bytes,
                                     void *stream) {
     (void)p, (void)workspace, (void)workspace_bytes, (void)stream;

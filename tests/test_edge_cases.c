@@ -371,6 +371,53 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
     }
 }
 
+/* The policy's GPU reference (vcattn_gpu_reference_rows): its workspace holds one part per split
+ * of the keys, the splits a function of the shape alone - one where the rows already give 264
+ * CTAs or more, else up to one per 1,024 keys (at most 64); shapes and head_dim are checked
+ * before any device work.  A build without CUDA answers NOT_BUILT. */
+TEST(gpu_reference_rows_workspace_and_validation) {
+    static _Alignas(256) float dummy[4 * 128]; /* 8-byte rows, a 256-byte aligned workspace */
+    vcattn_gpu_reference_params p;
+    memset(&p, 0, sizeof p);
+    p.batch = 1, p.heads = 4, p.rows = 512, p.seq_kv = 75600, p.head_dim = 128;
+    p.q = p.k = p.v = dummy;
+    p.q_stride[0] = p.q_stride[1] = p.q_stride[2] = 128;
+    memcpy(p.k_stride, p.q_stride, sizeof p.k_stride);
+    memcpy(p.v_stride, p.q_stride, sizeof p.v_stride);
+    p.o = dummy;
+    size_t bytes = 0;
+    vcattn_status st = vcattn_gpu_reference_workspace_size(&p, &bytes);
+    CHECK_STATUS(vcattn_gpu_reference_rows(NULL, dummy, sizeof dummy, NULL),
+                 st == VCATTN_STATUS_NOT_BUILT ? VCATTN_STATUS_NOT_BUILT : VCATTN_STATUS_NULL_POINTER);
+    if (st == VCATTN_STATUS_NOT_BUILT) return;
+    CHECK_STATUS(st, VCATTN_STATUS_SUCCESS);
+    const size_t per_split = (size_t)(4 * 512) * (128 + 2) * sizeof(float);
+    CHECK(bytes == 9 * per_split); /* 32 CTAs of rows: ceil(264 / 32) = 9 splits */
+    p.heads = 40;                  /* 320 CTAs of rows: one split */
+    CHECK_STATUS(vcattn_gpu_reference_workspace_size(&p, &bytes), VCATTN_STATUS_SUCCESS);
+    CHECK(bytes == (size_t)(40 * 512) * (128 + 2) * sizeof(float));
+    p.heads = 1, p.rows = 64, p.seq_kv = 2000; /* 2 splits of at least 1,024 keys */
+    CHECK_STATUS(vcattn_gpu_reference_workspace_size(&p, &bytes), VCATTN_STATUS_SUCCESS);
+    CHECK(bytes == 2 * (size_t)64 * (128 + 2) * sizeof(float));
+    p.seq_kv = 1 << 24; /* at most 64 splits */
+    CHECK_STATUS(vcattn_gpu_reference_workspace_size(&p, &bytes), VCATTN_STATUS_SUCCESS);
+    CHECK(bytes == 64 * (size_t)64 * (128 + 2) * sizeof(float));
+    p.head_dim = 96;
+    CHECK_STATUS(vcattn_gpu_reference_workspace_size(&p, &bytes), VCATTN_STATUS_UNSUPPORTED_HEAD_DIM);
+    CHECK_STATUS(vcattn_gpu_reference_rows(&p, dummy, sizeof dummy, NULL), VCATTN_STATUS_UNSUPPORTED_HEAD_DIM);
+    p.head_dim = 128;
+    p.rows = 0;
+    CHECK_STATUS(vcattn_gpu_reference_rows(&p, dummy, sizeof dummy, NULL), VCATTN_STATUS_BAD_SHAPE);
+    p.rows = 64;
+    p.k_stride[2] = 6; /* not a multiple of 4 elements: no 8-byte rows */
+    CHECK_STATUS(vcattn_gpu_reference_rows(&p, dummy, sizeof dummy, NULL), VCATTN_STATUS_BAD_STRIDE);
+    p.k_stride[2] = 128;
+    p.o = NULL;
+    CHECK_STATUS(vcattn_gpu_reference_rows(&p, dummy, sizeof dummy, NULL), VCATTN_STATUS_NULL_POINTER);
+    p.o = dummy; /* a workspace smaller than asked for */
+    CHECK_STATUS(vcattn_gpu_reference_rows(&p, dummy, 16, NULL), VCATTN_STATUS_INVALID_ARGUMENT);
+}
+
 /* Valid lengths on the GPU path: checked against the axes; the workspace holds a region per
  * batch element, each at least the unpadded problem's, and the call's output flag before them. */
 TEST(gpu_lengths_validation_and_workspace) {

@@ -310,6 +310,10 @@ TEST(gpu_calls_report_not_built_without_cuda) {
     CHECK_STATUS(vcattn_gpu_workspace_size(&p, &bytes), VCATTN_STATUS_NOT_BUILT);
     CHECK_STATUS(vcattn_gpu_attention(&p, NULL, 0, NULL), VCATTN_STATUS_NOT_BUILT);
     CHECK_STATUS(vcattn_gpu_device_check(), VCATTN_STATUS_NOT_BUILT);
+    vcattn_gpu_reference_params r;
+    memset(&r, 0, sizeof r);
+    CHECK_STATUS(vcattn_gpu_reference_workspace_size(&r, &bytes), VCATTN_STATUS_NOT_BUILT);
+    CHECK_STATUS(vcattn_gpu_reference_rows(&r, NULL, 0, NULL), VCATTN_STATUS_NOT_BUILT);
     vcattn_gpu_plan *plan = (vcattn_gpu_plan *)&p;
     CHECK_STATUS(vcattn_gpu_plan_create(1, 1, 1, 256, 128, 64, &plan), VCATTN_STATUS_NOT_BUILT);
     CHECK(plan == NULL);

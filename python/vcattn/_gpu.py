@@ -9,7 +9,6 @@ Which permutation a call uses is decided by the caller (``Plan.resolve``).
 from __future__ import annotations
 
 import ctypes
-import functools
 
 import numpy as np
 
@@ -293,60 +292,114 @@ def _psnr_heads(ref, out):
     return (20 * torch.log10(peak / err.clamp_min(1e-30))).reshape(-1).double().cpu().numpy()
 
 
-@functools.lru_cache(maxsize=None)
-def _has_bf16_to_fp32_bmm(device_index: int) -> bool:
-    """torch.bmm(..., out_dtype=torch.float32) on BF16 operands (torch 2.8 and later)."""
-    import torch
-
-    a = torch.ones((1, 16, 16), dtype=torch.bfloat16, device=torch.device("cuda", device_index))
-    try:
-        return torch.bmm(a, a, out_dtype=torch.float32).dtype == torch.float32
-    except (TypeError, RuntimeError, NotImplementedError):
-        return False
-
-
 def reference_rows(qh, kh, vh, scale: float, heads_at_once: int = 4):
     """FP32 attention (B, H, n, D) of the (B, H, n, D) rows qh against all of kh, vh.
 
-    BF16 inputs (where torch has BF16 -> FP32 matmuls) run on the BF16 tensor cores at FP32's
-    accuracy: Q K^T is exact products summed in FP32, and P is split into two BF16 parts whose
-    sum is P to ~2^-17 relative (P V: two products summed in FP32), so the result is as close to
-    FP64 as FP32 matmuls get (python/tests/test_gpu.py) at a fraction of their time; the time
-    goes to the elementwise passes over the (rows x keys) scores, kept to a few. Other inputs:
-    FP32 matmuls. No torch flag is touched."""
+    BF16 inputs run vcattn_gpu_reference_rows (src/cuda/reference_rows.cu): one pass over K and
+    V on the tensor cores, the scores exact products summed in FP32, the softmax in FP32 and P
+    in two BF16 parts (~2^-17 relative) - as close to FP64 as FP32 matmuls get
+    (python/tests/test_gpu.py).  Other inputs, or a library without it: FP32 matmuls on a few
+    heads at a time (the (rows x keys) FP32 scores in memory).  No torch flag is touched."""
     import torch
 
-    fast = qh.dtype == torch.bfloat16 and _has_bf16_to_fp32_bmm(qh.device.index or 0)
+    if qh.dtype == kh.dtype == vh.dtype == torch.bfloat16 and qh.shape[3] in (64, 128) and \
+            getattr(lib, "vcattn_gpu_reference_rows", None) is not None:
+        return _reference_rows_kernel(qh, kh, vh, scale)
     b, h, n, d = qh.shape
     ref = torch.empty(qh.shape, dtype=torch.float32, device=qh.device)
     for h0 in range(0, h, heads_at_once):  # (rows x keys) FP32 scores, a few heads at a time
         hs = slice(h0, h0 + heads_at_once)
-        q3, k3, v3 = (x[:, hs].reshape(-1, x.shape[2], d) for x in (qh, kh, vh))
-        if fast:
-            s = torch.bmm(q3, k3.transpose(1, 2), out_dtype=torch.float32).mul_(scale)
-            p = torch.softmax(s, dim=-1)
-            del s
-            hi = p.to(torch.bfloat16)
-            o = torch.bmm(hi, v3, out_dtype=torch.float32)
-            lo = p.sub_(hi).to(torch.bfloat16)  # P - hi is exact in FP32
-            del p, hi
-            o += torch.bmm(lo, v3, out_dtype=torch.float32)
-            del lo
-        else:
-            s = torch.bmm(q3.float(), k3.float().transpose(1, 2)).mul_(scale)
-            o = torch.bmm(torch.softmax(s, dim=-1), v3.float())
-            del s
+        q3, k3, v3 = (x[:, hs].reshape(-1, x.shape[2], d).float() for x in (qh, kh, vh))
+        s = torch.bmm(q3, k3.transpose(1, 2)).mul_(scale)
+        o = torch.bmm(torch.softmax(s, dim=-1), v3)
+        del s
         ref[:, hs] = o.reshape(b, -1, n, d)
         del o
     return ref
+
+
+def _reference_rows_kernel(qh, kh, vh, scale: float):
+    import torch
+
+    qh, kh, vh = (x if _usable(x) else x.contiguous() for x in (qh, kh, vh))
+    b, h, n, d = qh.shape
+    out = torch.empty((b, h, n, d), dtype=torch.float32, device=qh.device)
+    p = _lib.GpuReferenceParams()
+    p.batch, p.heads, p.rows, p.seq_kv, p.head_dim = b, h, n, kh.shape[2], d
+    p.softmax_scale = float(scale)
+    p.q, p.k, p.v, p.o = qh.data_ptr(), kh.data_ptr(), vh.data_ptr(), out.data_ptr()
+    p.q_stride[:], p.k_stride[:], p.v_stride[:] = qh.stride()[:3], kh.stride()[:3], vh.stride()[:3]
+    nbytes = ctypes.c_size_t(0)
+    check(lib.vcattn_gpu_reference_workspace_size(ctypes.byref(p), ctypes.byref(nbytes)),
+          "vcattn_gpu_reference_workspace_size")
+    ws = _workspace(qh.device, nbytes.value)
+    stream = torch.cuda.current_stream(qh.device).cuda_stream
+    check(lib.vcattn_gpu_reference_rows(ctypes.byref(p), ws.data_ptr(), nbytes.value, stream),
+          "vcattn_gpu_reference_rows")
+    return out
+
+
+class _OrderPair:
+    """The method on the sampled rows in both orders at once: one preprocessing of K and V for
+    the plan's order and for sequence order (a batch of two with stride-0 inputs, so nothing is
+    copied), then the attention kernel once with the method's P (recipes 0 and 1) and, when
+    asked, once more with the exact P (recipes 2 and 3) on the same preprocessed operands - the
+    P path of a head is a launch choice.  Each (batch, head) of the kernel is independent, so
+    every output is the one a call of its own gives (python/tests/test_gpu.py checks it)."""
+
+    def __init__(self, qs, k, v, layout, sm_scale, method, perm):
+        import torch
+
+        dt = v.dtype
+        self.q, self.k, self.v = _operand(qs, dt), _operand(k, dt), _operand(v, dt)
+        self.layout, self.sm_scale, self.method = layout, sm_scale, method
+        b, h = perm.shape[0], perm.shape[1]
+        ident = torch.arange(perm.shape[2], dtype=torch.int32, device=qs.device).expand(b, h, -1)
+        self.perms = [torch.stack([perm[i], ident[i]]).contiguous() for i in range(b)]
+        self.ones = torch.ones((2, h), dtype=torch.uint8, device=qs.device)
+        self.ws = []  # per batch element: (params, workspace, bytes, layout), after the preprocessing
+
+    def _pair(self, x, i):
+        return x[i:i + 1].expand(2, *x.shape[1:])  # batch stride 0: both orders read the same rows
+
+    def run(self, exact: bool):
+        """(B, H, n, D) outputs of (plan's order, sequence order): the method's P or the exact P."""
+        import torch
+
+        stream = torch.cuda.current_stream(self.q.device)
+        outs = []
+        for i, perm2 in enumerate(self.perms):
+            out = torch.empty((2,) + tuple(self.q.shape[1:]), dtype=self.q.dtype, device=self.q.device)
+            if len(self.ws) <= i:
+                p = launch_params(self._pair(self.q, i), self._pair(self.k, i), self._pair(self.v, i), out,
+                                  self.layout, self.method, self.sm_scale, perm2)
+                lay = _lib.GpuLayout()
+                st = lib.vcattn_gpu_workspace_layout(ctypes.byref(p), ctypes.byref(lay))
+                if st != 0:
+                    raise Unsupported(lib.vcattn_status_string(st).decode(), st)
+                ws = _workspace(self.q.device, lay.total)
+                check(lib.vcattn_gpu_preprocess(ctypes.byref(p), ws.data_ptr(), lay.total, stream.cuda_stream),
+                      "vcattn_gpu_preprocess")
+                self.ws.append((p, ws, lay))
+            p, ws, lay = self.ws[i]
+            ws.record_stream(stream)  # made on the stream of the first run, read by later ones
+            p.o = out.data_ptr()
+            p.head_exact = self.ones.data_ptr() if exact else None
+            check(lib.vcattn_gpu_attention_kernel(ctypes.byref(p), ws.data_ptr(), lay.total, stream.cuda_stream),
+                  "vcattn_gpu_attention_kernel")
+            if not torch.cuda.is_current_stream_capturing():
+                _watch_output_flag(ws, lay.output_flag, stream)
+            outs.append(out if self.layout == "HND" else out.transpose(1, 2))
+        return torch.cat([o[0:1] for o in outs]), torch.cat([o[1:2] for o in outs])
 
 
 def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, policy: str = "faithful",
                     margin_db: float = 0.0):
     """psnr (B*H, 4) (NaN: not run), floor (B*H,) on the GPU: the kernel of sage2-8bit and of the
     recipes the policy needs (head_policy.measure_in_order) on `rows` strided query rows (a small
-    Q: the call's K/V preprocessing once per run), compared with FP32 attention of the same rows
-    (reference_rows)."""
+    Q), compared with FP32 attention of the same rows (reference_rows).  The recipes share one
+    preprocessing of K and V per order and run two at a time (_OrderPair): the plan's order and
+    sequence order with the method's P, then, where the policy needs them, both with the exact P."""
     import torch
 
     seq_dim = 2 if layout == "HND" else 1
@@ -354,30 +407,30 @@ def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, pol
     n = min(int(rows), int(sq))
     idx = torch.as_tensor((np.arange(n, dtype=np.int64) * sq) // n, device=q.device)
     qs = q.index_select(seq_dim, idx)
-    b, h = (qs.shape[0], qs.shape[1]) if layout == "HND" else (qs.shape[0], qs.shape[2])
-    ones = torch.ones((b, h), dtype=torch.uint8, device=q.device)
-    ident = torch.arange(perm.shape[2], dtype=torch.int32, device=q.device).expand(perm.shape).contiguous()
+    perm = perm.to(device=q.device, dtype=torch.int32)
+    pair = _OrderPair(qs, k, v, layout, sm_scale, method, perm)
+    outs = {}
 
-    def kernel(m, p=None, exact=None):
-        out, _ = attention(qs, k, v, layout, sm_scale, False, m, p, True, head_exact=exact)
-        return out if layout == "HND" else out.transpose(1, 2)
-
-    def recipe(r):
-        return kernel(method, ident if r & head_policy.SEQUENCE else perm, ones if r & head_policy.EXACT_P else None)
-
-    # sage2-8bit's and the method's runs on a side stream, beside the reference: a few CTAs per
-    # head, each walking every key, leave most of the GPU to the reference's matmuls
+    # sage2-8bit's run and the method's in both orders on a side stream, beside the reference: a
+    # few CTAs per head, each walking every key, leave most of the GPU to the reference's matmuls
     cur = torch.cuda.current_stream(q.device)
     side = torch.cuda.Stream(device=q.device)
     side.wait_stream(cur)
     with torch.cuda.stream(side):
-        first = [kernel("sage2-8bit"), recipe(0)]
+        host, _ = attention(qs, k, v, layout, sm_scale, False, "sage2-8bit", None, True)
+        host = host if layout == "HND" else host.transpose(1, 2)
+        outs[0], outs[1] = pair.run(exact=False)
     qh, kh, vh = (x if layout == "HND" else x.transpose(1, 2) for x in (qs, k, v))
     ref = reference_rows(qh, kh, vh, float(sm_scale))
     cur.wait_stream(side)
-    for t in first:
+    for t in (host, outs[0], outs[1]):
         t.record_stream(cur)  # made on the side stream, read and freed on this one
-    floor_db = _psnr_heads(ref, first[0])
-    psnr = head_policy.measure_in_order(policy, floor_db, margin_db,
-                                        lambda r: _psnr_heads(ref, first[1] if r == 0 else recipe(r)))
+    floor_db = _psnr_heads(ref, host)
+
+    def recipe(r):
+        if r not in outs:
+            outs[2], outs[3] = pair.run(exact=True)
+        return outs[r]
+
+    psnr = head_policy.measure_in_order(policy, floor_db, margin_db, lambda r: _psnr_heads(ref, recipe(r)))
     return psnr, floor_db

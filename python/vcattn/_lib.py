@@ -219,6 +219,13 @@ class GpuLayout(ctypes.Structure):  # vcattn_gpu_layout
             "key_order", "lse_q", "total")]
 
 
+class GpuReferenceParams(ctypes.Structure):  # vcattn_gpu_reference_params
+    _fields_ = [
+        ("batch", c_i64), ("heads", c_i64), ("rows", c_i64), ("seq_kv", c_i64), ("head_dim", c_i64),
+        ("softmax_scale", ctypes.c_double), ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
+        ("q_stride", c_i64_3), ("k_stride", c_i64_3), ("v_stride", c_i64_3), ("o", ctypes.c_void_p)]
+
+
 class GpuKmeansParams(ctypes.Structure):  # vcattn_gpu_kmeans_params
     _fields_ = [
         ("batch", c_i64), ("heads", c_i64), ("seq", c_i64), ("head_dim", c_i64),
@@ -270,6 +277,10 @@ def _declare(h):
         "vcattn_gpu_device_check": (st, []),
         "vcattn_gpu_workspace_size": (st, [P(GpuParams), P(ctypes.c_size_t)]),
         "vcattn_gpu_attention": (st, [P(GpuParams), vp, ctypes.c_size_t, vp]),
+        "vcattn_gpu_preprocess": (st, [P(GpuParams), vp, ctypes.c_size_t, vp]),
+        "vcattn_gpu_attention_kernel": (st, [P(GpuParams), vp, ctypes.c_size_t, vp]),
+        "vcattn_gpu_reference_workspace_size": (st, [P(GpuReferenceParams), P(ctypes.c_size_t)]),
+        "vcattn_gpu_reference_rows": (st, [P(GpuReferenceParams), vp, ctypes.c_size_t, vp]),
         "vcattn_gpu_output_status": (st, [P(GpuParams), vp, ctypes.c_size_t, vp]),
         "vcattn_gpu_workspace_layout": (st, [P(GpuParams), P(GpuLayout)]),
         "vcattn_gpu_kmeans_workspace_size": (st, [P(GpuKmeansParams), P(ctypes.c_size_t)]),

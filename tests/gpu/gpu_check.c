@@ -11,6 +11,9 @@
  *   gpu_check vsmooth-off      a V-Smooth method's P path with V-Smooth off vs the simulation
  *   gpu_check lengths          per-batch valid lengths: each batch element bit-identical to
  *                              its unpadded call, padded rows zeros / LSE -inf, vs the simulation
+ *   gpu_check reference        the per-head policy's FP32 reference rows (vcattn_gpu_reference_rows)
+ *                              vs the FP64 reference, every row
+ *   (check runs check, recipes, lengths, vsmooth-off and reference; small runs the reference too)
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -303,6 +306,7 @@ static int run_medium(void) {
 }
 
 static int recipes_shape(const shape_t *s, vcattn_method m, vcattn_method sibling);
+static int reference_shape(const shape_t *s);
 
 /* for compute-sanitizer: one ordinary shape (the fast kernels), the same with Q x 1e6
  * (every head in the DIRECT kernels) and at head_dim 64 */
@@ -311,7 +315,75 @@ static int run_small(void) {
             c = {1, 2, 200, 300, 64, 0, 1, 0, 1, 1, 0}; /* the head_dim 64 kernel */
     double worst = 0;
     return check_shape(&a, 0, &worst) + check_shape(&b, 0, &worst) + check_shape(&c, 0, &worst) +
-           recipes_shape(&a, VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT);
+           recipes_shape(&a, VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT) +
+           reference_shape(&c);
+}
+
+/* ---- the per-head policy's reference on the GPU --------------------------------------------- */
+
+/* vcattn_gpu_reference_rows on every row of a BF16 shape against the FP64 reference (FP32
+ * output): each row within 2e-5 relative (FP32 scores and P in two BF16 parts: a few 1e-6). */
+static int reference_shape(const shape_t *s) {
+    inputs_t in;
+    make_inputs(s, &in);
+    const int64_t no = s->B * s->H * s->Sq * s->D;
+    float *o = (float *)malloc(sizeof(float) * (size_t)no), *oref = (float *)malloc(sizeof(float) * (size_t)no);
+    vcattn_attention_params rp;
+    sim_params(s, &in, oref, NULL, &rp);
+    VK(vcattn_reference_attention(&rp));
+    vcattn_gpu_reference_params p;
+    memset(&p, 0, sizeof p);
+    p.batch = s->B, p.heads = s->H, p.rows = s->Sq, p.seq_kv = s->Skv, p.head_dim = s->D;
+    p.q = in.dq, p.k = in.dk, p.v = in.dv;
+    memcpy(p.q_stride, in.qs, sizeof p.q_stride);
+    memcpy(p.k_stride, in.ks, sizeof p.k_stride);
+    memcpy(p.v_stride, in.ks, sizeof p.v_stride);
+    float *dref;
+    CK(cudaMalloc((void **)&dref, sizeof(float) * (size_t)no));
+    p.o = dref;
+    size_t wsb;
+    VK(vcattn_gpu_reference_workspace_size(&p, &wsb));
+    void *ws;
+    CK(cudaMalloc(&ws, wsb));
+    CK(cudaMemset(ws, 0xCD, wsb)); /* poison */
+    VK(vcattn_gpu_reference_rows(&p, ws, wsb, NULL));
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(o, dref, sizeof(float) * (size_t)no, cudaMemcpyDeviceToHost));
+    double worst = 0.0;
+    for (int64_t r = 0; r < no / s->D; ++r) {
+        double num = 0, den = 0;
+        for (int64_t c = 0; c < s->D; ++c) {
+            const double d = (double)o[r * s->D + c] - oref[r * s->D + c];
+            num += d * d;
+            den += (double)oref[r * s->D + c] * oref[r * s->D + c];
+        }
+        const double e = sqrt(num / (den > 0 ? den : 1));
+        if (!(e <= worst)) worst = e != e ? INFINITY : e;
+    }
+    const int ok = worst < 2e-5;
+    printf("%-4s reference rows (%lld,%lld,%lld,%lld,%lld)%s%s: worst row rel-L2 vs FP64 %.2e (%zu bytes of splits)\n",
+           ok ? "ok" : "FAIL", (long long)s->B, (long long)s->H, (long long)s->Sq, (long long)s->Skv,
+           (long long)s->D, s->bshd ? " bshd" : "", s->outliers ? " outl" : "", worst, wsb);
+    CK(cudaFree(ws));
+    CK(cudaFree(dref));
+    free(o);
+    free(oref);
+    free_inputs(&in);
+    return !ok;
+}
+
+/* one split and several, an empty last split (64 splits of 1,152 keys over 70,000), head_dim
+ * 64 and 128, (B,S,H,D) views, outliers (large V, peaked scores) */
+static int run_reference(void) {
+    shape_t shapes[] = {
+        {1, 2, 129, 300, 128, 1, 0, 0, 0, 1, 0}, {2, 3, 77, 5000, 64, 0, 1, 0, 0, 1, 0},
+        {1, 2, 100, 5000, 128, 0, 1, 0, 0, 1, 0}, {1, 1, 64, 70000, 128, 0, 0, 0, 0, 1, 0},
+        {1, 8, 512, 4100, 128, 1, 1, 0, 0, 1, 0},
+    };
+    int fails = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) fails += reference_shape(&shapes[i]);
+    printf("reference: %d failed\n", fails);
+    return fails;
 }
 
 /* ---- per-head recipes -------------------------------------------------------------------- */
@@ -694,11 +766,13 @@ static int run_prepcheck(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        printf("usage: %s check | recipes | lengths | vsmooth-off | medium | small | prepcheck\n", argv[0]);
+        printf("usage: %s check | recipes | lengths | vsmooth-off | reference | medium | small | prepcheck\n", argv[0]);
         return 2;
     }
     if (!have_sm90()) return 77;
-    if (!strcmp(argv[1], "check")) return run_check() + run_recipes() + run_lengths() + run_vsmooth_off() ? 1 : 0;
+    if (!strcmp(argv[1], "check"))
+        return run_check() + run_recipes() + run_lengths() + run_vsmooth_off() + run_reference() ? 1 : 0;
+    if (!strcmp(argv[1], "reference")) return run_reference() ? 1 : 0;
     if (!strcmp(argv[1], "vsmooth-off")) return run_vsmooth_off() ? 1 : 0;
     if (!strcmp(argv[1], "lengths")) return run_lengths() ? 1 : 0;
     if (!strcmp(argv[1], "recipes")) return run_recipes() ? 1 : 0;

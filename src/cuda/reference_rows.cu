@@ -1,0 +1,310 @@
+/* reference_rows.cu - FP32-accurate attention of a few query rows against every key, on the
+ * tensor cores (include/vcattn.h, vcattn_gpu_reference_rows): the per-head policy's reference,
+ * which judges each recipe on a few hundred sampled rows.
+ *
+ * Why it is accurate with BF16 tensor cores: the inputs are BF16, so each product of Q K^T is
+ * exact in FP32 and the scores are FP32 sums; the softmax runs in FP32 (expf); P goes into the
+ * P V product in two BF16 parts, hi = bf16(p) and lo = bf16(p - hi), whose sum is p to ~2^-17
+ * relative, and both products accumulate in FP32.  The result is as close to FP64 as FP32
+ * matmuls get, in one pass over K and V instead of the (rows x keys) FP32 score matrices a
+ * framework materializes (several passes over memory each).
+ *
+ *   vc_reference_rows_part  a CTA = 4 warps x 16 rows; 64-key blocks of K and V in shared
+ *                           memory; mma.sync m16n8k16 (BF16 -> FP32); the online softmax in
+ *                           FP32; a split of the keys per blockIdx.z writes its unnormalized
+ *                           O, row max and row sum;
+ *   vc_reference_rows_merge the splits' parts into O (one thread per output element).
+ * Splits are a function of the shape alone (enough CTAs to fill the GPU), so the result does
+ * not depend on the device. */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "vcattn.h"
+
+#define VC_REF_ROWS 64      /* query rows per CTA: 4 warps x 16 */
+#define VC_REF_KEYS 64      /* keys per shared-memory block */
+#define VC_REF_THREADS 128
+#define VC_REF_TARGET_CTAS 264 /* about two CTAs per SM on a 132-SM Hopper part */
+#define VC_REF_MIN_KEYS 1024   /* keys per split at least */
+#define VC_REF_MAX_SPLITS 64
+
+struct vc_ref_args {
+    const __nv_bfloat16 *q, *k, *v;
+    int64_t q_stride[3], k_stride[3], v_stride[3];
+    float *o_part; /* (splits, BH, rows, D) unnormalized */
+    float *m_part, *l_part; /* (splits, BH, rows) row max (scaled scores), row sum */
+    float *o;      /* (BH, rows, D) */
+    int H, rows, skv, keys_per_split, splits;
+    float scale;
+};
+
+__device__ __forceinline__ uint32_t vc_ref_pack(float lo, float hi) {
+    __nv_bfloat162 t = __floats2bfloat162_rn(lo, hi); /* .x (low half) = lo */
+    uint32_t u;
+    memcpy(&u, &t, 4);
+    return u;
+}
+
+__device__ __forceinline__ void vc_ref_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Shared-memory rows of D + 8 elements: the 4-byte fragment loads of the 8 row groups of a
+ * warp fall on distinct banks. */
+template <int D>
+struct vc_ref_smem {
+    __nv_bfloat16 k[VC_REF_KEYS][D + 8];
+    __nv_bfloat16 v[VC_REF_KEYS][D + 8];
+};
+
+template <int D>
+__global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_args a) {
+    __shared__ vc_ref_smem<D> sm;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int bh = blockIdx.y, b = bh / a.H, h = bh % a.H, split = blockIdx.z;
+    const int k_begin = split * a.keys_per_split;
+    const int k_end = min(a.skv, k_begin + a.keys_per_split);
+    const int r0 = blockIdx.x * VC_REF_ROWS + warp * 16 + g, r1 = r0 + 8;
+    const __nv_bfloat16 *q = a.q + b * a.q_stride[0] + h * a.q_stride[1];
+    const __nv_bfloat16 *kg = a.k + b * a.k_stride[0] + h * a.k_stride[1];
+    const __nv_bfloat16 *vg = a.v + b * a.v_stride[0] + h * a.v_stride[1];
+
+    /* Q's A fragments for the D/16 channel steps; rows past the end are zeros */
+    uint32_t qf[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        const int c = kk * 16 + t * 2;
+        qf[kk][0] = r0 < a.rows ? *(const uint32_t *)(q + r0 * a.q_stride[2] + c) : 0u;
+        qf[kk][1] = r1 < a.rows ? *(const uint32_t *)(q + r1 * a.q_stride[2] + c) : 0u;
+        qf[kk][2] = r0 < a.rows ? *(const uint32_t *)(q + r0 * a.q_stride[2] + c + 8) : 0u;
+        qf[kk][3] = r1 < a.rows ? *(const uint32_t *)(q + r1 * a.q_stride[2] + c + 8) : 0u;
+    }
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* rows r0, r1 (l: this thread's part) */
+
+    for (int kb = k_begin; kb < k_end; kb += VC_REF_KEYS) {
+        __syncthreads(); /* the previous block's reads are done */
+        /* K and V rows kb.. into shared memory, 8 bytes a load; keys past the split: zeros */
+        for (int i = threadIdx.x; i < VC_REF_KEYS * (D / 4); i += VC_REF_THREADS) {
+            const int key = i / (D / 4), c = (i % (D / 4)) * 4;
+            uint2 kv = make_uint2(0u, 0u), vv = make_uint2(0u, 0u);
+            if (kb + key < k_end) {
+                kv = *(const uint2 *)(kg + (int64_t)(kb + key) * a.k_stride[2] + c);
+                vv = *(const uint2 *)(vg + (int64_t)(kb + key) * a.v_stride[2] + c);
+            }
+            *(uint2 *)&sm.k[key][c] = kv;
+            *(uint2 *)&sm.v[key][c] = vv;
+        }
+        __syncthreads();
+
+        /* S = Q K^T: 8 tiles of 8 keys; B fragment (k = channel, n = key) = K[key][channel] */
+        float s[VC_REF_KEYS / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < VC_REF_KEYS / 8; ++nt) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                const __nv_bfloat16 *kr = &sm.k[nt * 8 + g][kk * 16 + t * 2];
+                vc_ref_mma(s[nt], qf[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
+            }
+        }
+        /* the online softmax in FP32; keys past the split's end take no part */
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < VC_REF_KEYS / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const bool in = kb + nt * 8 + t * 2 + e < k_end;
+                s[nt][e] = in ? s[nt][e] * a.scale : -INFINITY;
+                s[nt][2 + e] = in ? s[nt][2 + e] * a.scale : -INFINITY;
+                mx0 = fmaxf(mx0, s[nt][e]);
+                mx1 = fmaxf(mx1, s[nt][2 + e]);
+            }
+#pragma unroll
+        for (int d = 1; d < 4; d <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, d));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, d));
+        }
+        const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1); /* finite: every block has a key */
+        const float al0 = expf(m0 - n0), al1 = expf(m1 - n1);   /* 0 on the first block */
+        m0 = n0;
+        m1 = n1;
+        l0 *= al0;
+        l1 *= al1;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+            o[i][0] *= al0;
+            o[i][1] *= al0;
+            o[i][2] *= al1;
+            o[i][3] *= al1;
+        }
+        /* P in two BF16 parts, as A fragments of the 4 key steps of 16 */
+        uint32_t phi[VC_REF_KEYS / 16][4], plo[VC_REF_KEYS / 16][4];
+#pragma unroll
+        for (int j = 0; j < VC_REF_KEYS / 16; ++j)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int nt = 2 * j + half;
+                float p[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) p[e] = expf(s[nt][e] - (e < 2 ? n0 : n1));
+                l0 += p[0] + p[1];
+                l1 += p[2] + p[3];
+                float hi[4];
+#pragma unroll
+                for (int e = 0; e < 4; ++e) hi[e] = __bfloat162float(__float2bfloat16_rn(p[e]));
+                /* a0/a1: rows g / g+8 of keys 0-7 of the step; a2/a3: keys 8-15 */
+                phi[j][2 * half + 0] = vc_ref_pack(hi[0], hi[1]);
+                phi[j][2 * half + 1] = vc_ref_pack(hi[2], hi[3]);
+                plo[j][2 * half + 0] = vc_ref_pack(p[0] - hi[0], p[1] - hi[1]);
+                plo[j][2 * half + 1] = vc_ref_pack(p[2] - hi[2], p[3] - hi[3]);
+            }
+        /* O += P V: B fragment (k = key, n = channel) = V[key][channel], two keys per register */
+#pragma unroll
+        for (int j = 0; j < VC_REF_KEYS / 16; ++j) {
+            /* phi[j] as laid out above is {a0, a1, a2, a3} = {row g keys 0-7, row g+8 keys 0-7,
+             * row g keys 8-15, row g+8 keys 8-15}: the order the fragment wants */
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt) {
+                const int c = dt * 8 + g, k0 = j * 16 + t * 2;
+                const uint32_t b0 = (uint32_t)__bfloat16_as_ushort(sm.v[k0][c]) |
+                                    ((uint32_t)__bfloat16_as_ushort(sm.v[k0 + 1][c]) << 16);
+                const uint32_t b1 = (uint32_t)__bfloat16_as_ushort(sm.v[k0 + 8][c]) |
+                                    ((uint32_t)__bfloat16_as_ushort(sm.v[k0 + 9][c]) << 16);
+                vc_ref_mma(o[dt], phi[j], b0, b1);
+                vc_ref_mma(o[dt], plo[j], b0, b1);
+            }
+        }
+    }
+    /* the row sums over the four threads of a row */
+#pragma unroll
+    for (int d = 1; d < 4; d <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, d);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, d);
+    }
+    const int64_t part = (int64_t)split * gridDim.y + bh;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int r = half ? r1 : r0;
+        if (r >= a.rows) continue;
+        float *op = a.o_part + (part * a.rows + r) * D;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+            *(float2 *)(op + dt * 8 + t * 2) = make_float2(o[dt][2 * half], o[dt][2 * half + 1]);
+        if (t == 0) {
+            a.m_part[part * a.rows + r] = half ? m1 : m0;
+            a.l_part[part * a.rows + r] = half ? l1 : l0;
+        }
+    }
+}
+
+/* O = sum_s O_s e^(m_s - M) / sum_s l_s e^(m_s - M), M = max_s m_s; an empty split has m = -inf. */
+__global__ void vc_reference_rows_merge(vc_ref_args a, int D) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t row = i / D, bh = blockIdx.y;
+    if (row >= a.rows) return;
+    const int c = (int)(i % D);
+    const int64_t BH = gridDim.y;
+    float M = -INFINITY;
+    for (int s = 0; s < a.splits; ++s) M = fmaxf(M, a.m_part[(s * BH + bh) * a.rows + row]);
+    float L = 0.0f, acc = 0.0f;
+    for (int s = 0; s < a.splits; ++s) {
+        const float m = a.m_part[(s * BH + bh) * a.rows + row];
+        if (m == -INFINITY) continue;
+        const float w = expf(m - M);
+        L += a.l_part[(s * BH + bh) * a.rows + row] * w;
+        acc += a.o_part[((s * BH + bh) * a.rows + row) * D + c] * w;
+    }
+    a.o[(bh * a.rows + row) * D + c] = acc / L;
+}
+
+static int64_t vc_ref_div_up(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+/* Splits of the keys: enough CTAs to fill the GPU, at least VC_REF_MIN_KEYS keys each. */
+static int vc_ref_splits(const vcattn_gpu_reference_params *p) {
+    const int64_t ctas = vc_ref_div_up(p->rows, VC_REF_ROWS) * p->batch * p->heads;
+    int64_t s = vc_ref_div_up(VC_REF_TARGET_CTAS, ctas);
+    const int64_t by_keys = vc_ref_div_up(p->seq_kv, VC_REF_MIN_KEYS);
+    if (s > by_keys) s = by_keys;
+    if (s > VC_REF_MAX_SPLITS) s = VC_REF_MAX_SPLITS;
+    return s < 1 ? 1 : (int)s;
+}
+
+static vcattn_status vc_ref_check_view(const void *ptr, const int64_t st[3], int64_t S, int64_t D) {
+    if (!ptr) return VCATTN_STATUS_NULL_POINTER;
+    if ((uintptr_t)ptr % 8) return VCATTN_STATUS_BAD_STRIDE;
+    for (int i = 0; i < 3; ++i)
+        if (st[i] < 0 || st[i] % 4) return VCATTN_STATUS_BAD_STRIDE;
+    if (S > 1 && st[2] < D) return VCATTN_STATUS_BAD_STRIDE;
+    return VCATTN_STATUS_SUCCESS;
+}
+
+static vcattn_status vc_ref_validate(const vcattn_gpu_reference_params *p) {
+    if (!p) return VCATTN_STATUS_NULL_POINTER;
+    if (p->batch <= 0 || p->heads <= 0 || p->rows <= 0 || p->seq_kv <= 0) return VCATTN_STATUS_BAD_SHAPE;
+    if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
+    if (p->batch * p->heads > 65535 || p->rows > (1 << 30) || p->seq_kv > (1 << 30)) return VCATTN_STATUS_BAD_SHAPE;
+    if (!(p->softmax_scale <= 0.0) && !isfinite(p->softmax_scale)) return VCATTN_STATUS_INVALID_ARGUMENT;
+    vcattn_status s;
+    if ((s = vc_ref_check_view(p->q, p->q_stride, p->rows, p->head_dim))) return s;
+    if ((s = vc_ref_check_view(p->k, p->k_stride, p->seq_kv, p->head_dim))) return s;
+    if ((s = vc_ref_check_view(p->v, p->v_stride, p->seq_kv, p->head_dim))) return s;
+    return p->o ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_NULL_POINTER;
+}
+
+extern "C" vcattn_status vcattn_gpu_reference_workspace_size(const vcattn_gpu_reference_params *p, size_t *bytes) {
+    if (!p || !bytes) return VCATTN_STATUS_NULL_POINTER;
+    if (p->batch <= 0 || p->heads <= 0 || p->rows <= 0 || p->seq_kv <= 0) return VCATTN_STATUS_BAD_SHAPE;
+    if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
+    const size_t per_split = (size_t)(p->batch * p->heads * p->rows);
+    *bytes = (size_t)vc_ref_splits(p) * per_split * ((size_t)p->head_dim + 2) * sizeof(float);
+    return VCATTN_STATUS_SUCCESS;
+}
+
+extern "C" vcattn_status vcattn_gpu_reference_rows(const vcattn_gpu_reference_params *p, void *workspace,
+                                                    size_t workspace_bytes, void *stream) {
+    vcattn_status s = vc_ref_validate(p);
+    if (s) return s;
+    size_t need = 0;
+    if ((s = vcattn_gpu_reference_workspace_size(p, &need))) return s;
+    if (!workspace) return VCATTN_STATUS_NULL_POINTER;
+    if (workspace_bytes < need || (uintptr_t)workspace % 256) return VCATTN_STATUS_INVALID_ARGUMENT;
+    const int BH = (int)(p->batch * p->heads), D = (int)p->head_dim;
+    vc_ref_args a;
+    memset(&a, 0, sizeof a);
+    a.q = (const __nv_bfloat16 *)p->q;
+    a.k = (const __nv_bfloat16 *)p->k;
+    a.v = (const __nv_bfloat16 *)p->v;
+    memcpy(a.q_stride, p->q_stride, sizeof a.q_stride);
+    memcpy(a.k_stride, p->k_stride, sizeof a.k_stride);
+    memcpy(a.v_stride, p->v_stride, sizeof a.v_stride);
+    a.H = (int)p->heads;
+    a.rows = (int)p->rows;
+    a.skv = (int)p->seq_kv;
+    a.splits = vc_ref_splits(p);
+    a.keys_per_split = (int)(vc_ref_div_up(vc_ref_div_up(p->seq_kv, a.splits), VC_REF_KEYS) * VC_REF_KEYS);
+    a.scale = (float)(p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)D));
+    const size_t per_split = (size_t)BH * (size_t)p->rows;
+    a.o_part = (float *)workspace;
+    a.m_part = a.o_part + (size_t)a.splits * per_split * (size_t)D;
+    a.l_part = a.m_part + (size_t)a.splits * per_split;
+    a.o = p->o;
+    cudaStream_t st = (cudaStream_t)stream;
+    const dim3 grid((unsigned)vc_ref_div_up(p->rows, VC_REF_ROWS), (unsigned)BH, (unsigned)a.splits);
+    if (D == 64)
+        vc_reference_rows_part<64><<<grid, VC_REF_THREADS, 0, st>>>(a);
+    else
+        vc_reference_rows_part<128><<<grid, VC_REF_THREADS, 0, st>>>(a);
+    const dim3 mgrid((unsigned)vc_ref_div_up(p->rows * D, 256), (unsigned)BH);
+    vc_reference_rows_merge<<<mgrid, 256, 0, st>>>(a, D);
+    return cudaGetLastError() == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
+}
