@@ -407,7 +407,7 @@ def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, pol
     n = min(int(rows), int(sq))
     idx = torch.as_tensor((np.arange(n, dtype=np.int64) * sq) // n, device=q.device)
     qs = q.index_select(seq_dim, idx)
-    perm = perm.to(device=q.device, dtype=torch.int32)
+    perm = torch.as_tensor(perm, device=q.device).to(torch.int32)
     pair = _OrderPair(qs, k, v, layout, sm_scale, method, perm)
     outs = {}
 
