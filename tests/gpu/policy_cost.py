@@ -73,10 +73,12 @@ def main():
         n = min(plan.policy_rows, q.shape[2])
         qs = q[:, :, :n].contiguous()
         r["one_run_ms"], _ = wall_ms(lambda: _gpu.attention(qs, k, v, "HND", scale, False, METHOD, plan.perm, True))
+        qr = q.index_select(2, torch.as_tensor([(i * q.shape[2]) // n for i in range(n)], device=q.device))
+        r["reference_ms"], _ = wall_ms(lambda: _gpu.reference_rows(qr, k, v, scale))
         print(f"== {name} {tuple(q.shape)}: reuse {reuse:.2f} ms; measuring: floor {r['floor']['ms']:.2f} ms "
               f"({r['floor']['runs']} runs, {100 * r['floor']['over_40_steps']:.3f}% of 40 calls), faithful "
               f"{r['faithful']['ms']:.2f} ms ({r['faithful']['runs']} runs, {100 * r['faithful']['over_40_steps']:.3f}%); "
-              f"one run on {n} rows {r['one_run_ms']:.2f} ms; recipes {','.join(r['recipes'])}", flush=True)
+              f"one run on {n} rows {r['one_run_ms']:.2f} ms, their reference {r['reference_ms']:.2f} ms; recipes {','.join(r['recipes'])}", flush=True)
         res["inputs"][name] = r
         del q, k, v
         torch.cuda.empty_cache()
