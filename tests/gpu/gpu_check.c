@@ -335,9 +335,9 @@ static int reference_shape(const shape_t *s) {
     memset(&p, 0, sizeof p);
     p.batch = s->B, p.heads = s->H, p.rows = s->Sq, p.seq_kv = s->Skv, p.head_dim = s->D;
     p.q = in.dq, p.k = in.dk, p.v = in.dv;
-    memcpy(p.q_stride, in.qs, sizeof p.q_stride);
-    memcpy(p.k_stride, in.ks, sizeof p.k_stride);
-    memcpy(p.v_stride, in.ks, sizeof p.v_stride);
+    strides_of(s, s->Sq, p.q_stride);
+    strides_of(s, s->Skv, p.k_stride);
+    strides_of(s, s->Skv, p.v_stride);
     float *dref;
     CK(cudaMalloc((void **)&dref, sizeof(float) * (size_t)no));
     p.o = dref;

@@ -74,11 +74,25 @@ def main():
         qs = q[:, :, :n].contiguous()
         r["one_run_ms"], _ = wall_ms(lambda: _gpu.attention(qs, k, v, "HND", scale, False, METHOD, plan.perm, True))
         qr = q.index_select(2, torch.as_tensor([(i * q.shape[2]) // n for i in range(n)], device=q.device))
-        r["reference_ms"], _ = wall_ms(lambda: _gpu.reference_rows(qr, k, v, scale))
+        r["reference_ms"], ref = wall_ms(lambda: _gpu.reference_rows(qr, k, v, scale))
+        # the reference on this very input against FP64 (every row, a few heads at a time)
+        worst = 0.0
+        for h0 in range(0, q.shape[1], 4):
+            hs = slice(h0, h0 + 4)
+            s64 = (qr[:, hs].double() @ k[:, hs].double().transpose(-1, -2)) * scale
+            o64 = torch.softmax(s64, dim=-1) @ v[:, hs].double()
+            del s64
+            e = (ref[:, hs].double() - o64).norm(dim=-1) / o64.norm(dim=-1)
+            worst = max(worst, float(e.max()))
+            del o64
+        r["reference_vs_fp64_worst_row"] = worst
+        r["floor_margins_db"] = (plan.recipe_psnr.reshape(-1, 4) - plan.recipe_floor.reshape(-1, 1)).round(3).tolist()
         print(f"== {name} {tuple(q.shape)}: reuse {reuse:.2f} ms; measuring: floor {r['floor']['ms']:.2f} ms "
               f"({r['floor']['runs']} runs, {100 * r['floor']['over_40_steps']:.3f}% of 40 calls), faithful "
               f"{r['faithful']['ms']:.2f} ms ({r['faithful']['runs']} runs, {100 * r['faithful']['over_40_steps']:.3f}%); "
-              f"one run on {n} rows {r['one_run_ms']:.2f} ms, their reference {r['reference_ms']:.2f} ms; recipes {','.join(r['recipes'])}", flush=True)
+              f"one run on {n} rows {r['one_run_ms']:.2f} ms, their reference {r['reference_ms']:.2f} ms "
+              f"(worst row vs FP64 {r['reference_vs_fp64_worst_row']:.1e}); recipe 0 over the floor "
+              f"{[m[0] for m in r['floor_margins_db']][:8]} dB; recipes {','.join(r['recipes'])}", flush=True)
         res["inputs"][name] = r
         del q, k, v
         torch.cuda.empty_cache()
