@@ -612,7 +612,8 @@ vcattn_status vcattn_gpu_output_status(const vcattn_gpu_params *p, const void *w
  * (B, H, rows, D), k and v (B, H, seq_kv, D) with (batch, head, seq) element strides (channels
  * contiguous, 8-byte aligned rows); o: (B, H, rows, D) contiguous FP32; head_dim 64 or 128.
  * The scores are FP32 sums of exact products, the softmax FP32, and P enters P V as two BF16
- * parts (~2^-17 relative): within a few 1e-6 of FP64 (src/cuda/reference_rows.cu).  The keys
+ * parts (~2^-17 relative): a few 1e-6 from FP64 on short rows, up to ~2e-4 on rows of 75,600
+ * flat keys (the tensor core's FP32 accumulation; src/cuda/reference_rows.cu).  The keys
  * are split over CTAs by the shape alone, so the result does not depend on the device.  The
  * workspace: vcattn_gpu_reference_workspace_size bytes, 256-byte aligned. */
 typedef struct vcattn_gpu_reference_params {

@@ -297,8 +297,9 @@ def reference_rows(qh, kh, vh, scale: float, heads_at_once: int = 4):
 
     BF16 inputs run vcattn_gpu_reference_rows (src/cuda/reference_rows.cu): one pass over K and
     V on the tensor cores, the scores exact products summed in FP32, the softmax in FP32 and P
-    in two BF16 parts (~2^-17 relative) - as close to FP64 as FP32 matmuls get
-    (python/tests/test_gpu.py).  Other inputs, or a library without it: FP32 matmuls on a few
+    in two BF16 parts (~2^-17 relative): a few 1e-6 from FP64 on short rows, up to ~2e-4 on
+    long flat ones (python/tests/test_gpu.py, tests/gpu/policy_cost.py), 20-30 dB below the
+    recipes' own errors.  Other inputs, or a library without it: FP32 matmuls on a few
     heads at a time (the (rows x keys) FP32 scores in memory).  No torch flag is touched."""
     import torch
 

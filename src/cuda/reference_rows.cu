@@ -5,12 +5,16 @@
  * Why it is accurate with BF16 tensor cores: the inputs are BF16, so each product of Q K^T is
  * exact in FP32 and the scores are FP32 sums; the softmax runs in FP32 (expf); P goes into the
  * P V product in two BF16 parts, hi = bf16(p) and lo = bf16(p - hi), whose sum is p to ~2^-17
- * relative, and both products accumulate in FP32.  The result is as close to FP64 as FP32
- * matmuls get, in one pass over K and V instead of the (rows x keys) FP32 score matrices a
- * framework materializes (several passes over memory each).
+ * relative, and both products accumulate in FP32, in one pass over K and V instead of the
+ * (rows x keys) FP32 score matrices a framework materializes (several passes over memory each).
+ * Measured: a few 1e-6 from FP64 (gpu_check reference), up to ~2e-4 on rows of 75,600 flat keys -
+ * the P V accumulator stays in the tensor core for the whole split, and its FP32 additions
+ * truncate (docs/kernel-log.md).
  *
  *   vc_reference_rows_part  a CTA = 4 warps x 16 rows; 64-key blocks of K and V in shared
- *                           memory; mma.sync m16n8k16 (BF16 -> FP32); the online softmax in
+ *                           memory, two stages filled by cp.async (the next block's copies run
+ *                           under this one's products); mma.sync m16n8k16 (BF16 -> FP32); the
+ *                           online softmax in
  *                           FP32; a split of the keys per blockIdx.z writes its unnormalized
  *                           O, row max and row sum;
  *   vc_reference_rows_merge the splits' parts into O (one thread per output element).
@@ -22,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "ptx/cp_async.cuh"
 #include "vcattn.h"
 
 #define VC_REF_ROWS 64      /* query rows per CTA: 4 warps x 16 */
@@ -49,24 +54,48 @@ __device__ __forceinline__ uint32_t vc_ref_pack(float lo, float hi) {
 }
 
 __device__ __forceinline__ void vc_ref_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Shared-memory rows of D + 8 elements: the 4-byte fragment loads of the 8 row groups of a
- * warp fall on distinct banks. */
+/* A stage of shared memory: 64 keys of K and of V in rows of D + 8 elements (the 4-byte
+ * fragment loads of the 8 row groups of a warp fall on distinct banks).  Two stages: the next
+ * block's copies (cp.async) run under this block's products. */
 template <int D>
-struct vc_ref_smem {
+struct vc_ref_stage {
     __nv_bfloat16 k[VC_REF_KEYS][D + 8];
     __nv_bfloat16 v[VC_REF_KEYS][D + 8];
 };
 
 template <int D>
+constexpr int vc_ref_smem_bytes() {
+    return 2 * (int)sizeof(vc_ref_stage<D>);
+}
+
+/* Block kb's K and V rows into a stage, 8 bytes a copy (rows are 8-byte aligned); keys past
+ * the split's end are zeros (their scores are masked, and V must not be NaN garbage). */
+template <int D>
+__device__ __forceinline__ void vc_ref_load(vc_ref_stage<D> &st, const __nv_bfloat16 *kg, const __nv_bfloat16 *vg,
+                                            const vc_ref_args &a, int kb, int k_end) {
+    for (int i = threadIdx.x; i < VC_REF_KEYS * (D / 4); i += VC_REF_THREADS) {
+        const int key = i / (D / 4), c = (i % (D / 4)) * 4;
+        if (kb + key < k_end) {
+            cp_async_small<8>(&st.k[key][c], kg + (int64_t)(kb + key) * a.k_stride[2] + c);
+            cp_async_small<8>(&st.v[key][c], vg + (int64_t)(kb + key) * a.v_stride[2] + c);
+        } else {
+            *(uint2 *)&st.k[key][c] = make_uint2(0u, 0u);
+            *(uint2 *)&st.v[key][c] = make_uint2(0u, 0u);
+        }
+    }
+    cp_async_commit();
+}
+
+template <int D>
 __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_args a) {
-    __shared__ vc_ref_smem<D> sm;
+    extern __shared__ __align__(16) uint8_t vc_ref_smem[];
+    vc_ref_stage<D> *stages = reinterpret_cast<vc_ref_stage<D> *>(vc_ref_smem);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int bh = blockIdx.y, b = bh / a.H, h = bh % a.H, split = blockIdx.z;
     const int k_begin = split * a.keys_per_split;
@@ -91,32 +120,28 @@ __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_
     for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* rows r0, r1 (l: this thread's part) */
 
-    for (int kb = k_begin; kb < k_end; kb += VC_REF_KEYS) {
-        __syncthreads(); /* the previous block's reads are done */
-        /* K and V rows kb.. into shared memory, 8 bytes a load; keys past the split: zeros */
-        for (int i = threadIdx.x; i < VC_REF_KEYS * (D / 4); i += VC_REF_THREADS) {
-            const int key = i / (D / 4), c = (i % (D / 4)) * 4;
-            uint2 kv = make_uint2(0u, 0u), vv = make_uint2(0u, 0u);
-            if (kb + key < k_end) {
-                kv = *(const uint2 *)(kg + (int64_t)(kb + key) * a.k_stride[2] + c);
-                vv = *(const uint2 *)(vg + (int64_t)(kb + key) * a.v_stride[2] + c);
-            }
-            *(uint2 *)&sm.k[key][c] = kv;
-            *(uint2 *)&sm.v[key][c] = vv;
+    if (k_begin < k_end) vc_ref_load<D>(stages[0], kg, vg, a, k_begin, k_end);
+    for (int kb = k_begin, it = 0; kb < k_end; kb += VC_REF_KEYS, ++it) {
+        const vc_ref_stage<D> &sm = stages[it & 1];
+        if (kb + VC_REF_KEYS < k_end) { /* the next block's copies, then wait for this one's */
+            vc_ref_load<D>(stages[(it + 1) & 1], kg, vg, a, kb + VC_REF_KEYS, k_end);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
         __syncthreads();
 
         /* S = Q K^T: 8 tiles of 8 keys; B fragment (k = channel, n = key) = K[key][channel] */
         float s[VC_REF_KEYS / 8][4];
 #pragma unroll
-        for (int nt = 0; nt < VC_REF_KEYS / 8; ++nt) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+        for (int nt = 0; nt < VC_REF_KEYS / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
+        for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+            for (int nt = 0; nt < VC_REF_KEYS / 8; ++nt) { /* 8 independent accumulators in flight */
                 const __nv_bfloat16 *kr = &sm.k[nt * 8 + g][kk * 16 + t * 2];
                 vc_ref_mma(s[nt], qf[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
             }
-        }
         /* the online softmax in FP32; keys past the split's end take no part */
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
@@ -184,6 +209,7 @@ __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_
                 vc_ref_mma(o[dt], plo[j], b0, b1);
             }
         }
+        __syncthreads(); /* every warp is done with this stage before the next copies into it */
     }
     /* the row sums over the four threads of a row */
 #pragma unroll
@@ -300,10 +326,17 @@ extern "C" vcattn_status vcattn_gpu_reference_rows(const vcattn_gpu_reference_pa
     a.o = p->o;
     cudaStream_t st = (cudaStream_t)stream;
     const dim3 grid((unsigned)vc_ref_div_up(p->rows, VC_REF_ROWS), (unsigned)BH, (unsigned)a.splits);
-    if (D == 64)
-        vc_reference_rows_part<64><<<grid, VC_REF_THREADS, 0, st>>>(a);
-    else
-        vc_reference_rows_part<128><<<grid, VC_REF_THREADS, 0, st>>>(a);
+    if (D == 64) {
+        if (cudaFuncSetAttribute(vc_reference_rows_part<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 vc_ref_smem_bytes<64>()) != cudaSuccess)
+            return VCATTN_STATUS_CUDA_ERROR;
+        vc_reference_rows_part<64><<<grid, VC_REF_THREADS, vc_ref_smem_bytes<64>(), st>>>(a);
+    } else {
+        if (cudaFuncSetAttribute(vc_reference_rows_part<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 vc_ref_smem_bytes<128>()) != cudaSuccess)
+            return VCATTN_STATUS_CUDA_ERROR;
+        vc_reference_rows_part<128><<<grid, VC_REF_THREADS, vc_ref_smem_bytes<128>(), st>>>(a);
+    }
     const dim3 mgrid((unsigned)vc_ref_div_up(p->rows * D, 256), (unsigned)BH);
     vc_reference_rows_merge<<<mgrid, 256, 0, st>>>(a, D);
     return cudaGetLastError() == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
