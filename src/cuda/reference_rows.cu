@@ -5,10 +5,11 @@
  * Why it is accurate with BF16 tensor cores: the inputs are BF16, so each product of Q K^T is
  * exact in FP32 and the scores are FP32 sums; the softmax runs in FP32 (expf); P goes into the
  * P V product in two BF16 parts, hi = bf16(p) and lo = bf16(p - hi), whose sum is p to ~2^-17
- * relative, and both products accumulate in FP32 - in the tensor core for one 64-key block
- * (its FP32 additions truncate: one accumulator over a whole split of 75,600 keys drifted to
- * 2e-4, docs/kernel-log.md), then into O by FFMA - in one pass over K and V instead of the
+ * relative, and both products accumulate in FP32, in one pass over K and V instead of the
  * (rows x keys) FP32 score matrices a framework materializes (several passes over memory each).
+ * Measured: a few 1e-6 from FP64 (gpu_check reference), up to ~2e-4 on rows of 75,600 flat keys -
+ * the P V accumulator stays in the tensor core for the whole split, and its FP32 additions
+ * truncate (docs/kernel-log.md).
  *
  *   vc_reference_rows_part  a CTA = 4 warps x 16 rows; 64-key blocks of K and V in shared
  *                           memory, two stages filled by cp.async (the next block's copies run
@@ -164,6 +165,13 @@ __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_
         m1 = n1;
         l0 *= al0;
         l1 *= al1;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+            o[i][0] *= al0;
+            o[i][1] *= al0;
+            o[i][2] *= al1;
+            o[i][3] *= al1;
+        }
         /* P in two BF16 parts, as A fragments of the 4 key steps of 16 */
         uint32_t phi[VC_REF_KEYS / 16][4], plo[VC_REF_KEYS / 16][4];
 #pragma unroll
@@ -185,30 +193,21 @@ __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_
                 plo[j][2 * half + 0] = vc_ref_pack(p[0] - hi[0], p[1] - hi[1]);
                 plo[j][2 * half + 1] = vc_ref_pack(p[2] - hi[2], p[3] - hi[3]);
             }
-        /* O = O alpha + P V: B fragment (k = key, n = channel) = V[key][channel], two keys per
-         * register.  The block's P V starts from zero in the tensor core and is added to O by an
-         * FFMA: the tensor core's FP32 accumulation truncates, and over the whole sequence in one
-         * accumulator (75,600 keys: ~4,700 steps) that bias reached 2e-4 of the output (call 16). */
+        /* O += P V: B fragment (k = key, n = channel) = V[key][channel], two keys per register */
 #pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt) {
-            const int c = dt * 8 + g;
-            float ob[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int j = 0; j < VC_REF_KEYS / 16; ++j) {
+            /* phi[j] as laid out above is {a0, a1, a2, a3} = {row g keys 0-7, row g+8 keys 0-7,
+             * row g keys 8-15, row g+8 keys 8-15}: the order the fragment wants */
 #pragma unroll
-            for (int j = 0; j < VC_REF_KEYS / 16; ++j) {
-                /* phi[j] as laid out above is {a0, a1, a2, a3} = {row g keys 0-7, row g+8 keys 0-7,
-                 * row g keys 8-15, row g+8 keys 8-15}: the order the fragment wants */
-                const int k0 = j * 16 + t * 2;
+            for (int dt = 0; dt < D / 8; ++dt) {
+                const int c = dt * 8 + g, k0 = j * 16 + t * 2;
                 const uint32_t b0 = (uint32_t)__bfloat16_as_ushort(sm.v[k0][c]) |
                                     ((uint32_t)__bfloat16_as_ushort(sm.v[k0 + 1][c]) << 16);
                 const uint32_t b1 = (uint32_t)__bfloat16_as_ushort(sm.v[k0 + 8][c]) |
                                     ((uint32_t)__bfloat16_as_ushort(sm.v[k0 + 9][c]) << 16);
-                vc_ref_mma(ob, phi[j], b0, b1);
-                vc_ref_mma(ob, plo[j], b0, b1);
+                vc_ref_mma(o[dt], phi[j], b0, b1);
+                vc_ref_mma(o[dt], plo[j], b0, b1);
             }
-            o[dt][0] = fmaf(o[dt][0], al0, ob[0]);
-            o[dt][1] = fmaf(o[dt][1], al0, ob[1]);
-            o[dt][2] = fmaf(o[dt][2], al1, ob[2]);
-            o[dt][3] = fmaf(o[dt][3], al1, ob[3]);
         }
         __syncthreads(); /* every warp is done with this stage before the next copies into it */
     }
