@@ -40,18 +40,6 @@ static int vc_exact_path_of(vcattn_method m) {
     return VC_P_PATH_OF(exact);
 }
 
-static vcattn_status vc_check_view(const void *ptr, const int64_t st[3], int64_t B, int64_t H, int64_t S, int64_t D) {
-    if (!ptr) return VCATTN_STATUS_NULL_POINTER;
-    if ((uintptr_t)ptr % 8) return VCATTN_STATUS_BAD_STRIDE;
-    for (int i = 0; i < 3; ++i)
-        if (st[i] < 0 || st[i] % 4) return VCATTN_STATUS_BAD_STRIDE;
-    if (S > 1 && st[2] < D) return VCATTN_STATUS_BAD_STRIDE;
-    /* the largest element offset must fit int64 comfortably */
-    double top = (double)(B - 1) * st[0] + (double)(H - 1) * st[1] + (double)(S - 1) * st[2] + D;
-    if (top > 9.0e18) return VCATTN_STATUS_SIZE_OVERFLOW;
-    return VCATTN_STATUS_SUCCESS;
-}
-
 extern "C" vcattn_status vcattn_gpu_params_validate(const vcattn_gpu_params *p) {
     if (!p) return VCATTN_STATUS_NULL_POINTER;
     if (p->batch <= 0 || p->heads <= 0 || p->seq_q <= 0 || p->seq_kv <= 0 || p->head_dim <= 0)

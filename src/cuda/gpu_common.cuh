@@ -7,10 +7,27 @@
 
 #include "p_path.h" /* the kernel's template argument: a method's P path */
 #include "tiling.h" /* VC_TILE_Q, VC_BLOCK_K, SageAttention's P offsets */
+#include "vcattn.h"
 
 #define VC_GPU_DPAD 128      /* channels of every code row in global memory (zero padded past D) */
 #define VC_GPU_KMEAN_CHUNK 1024 /* tokens per partial sum of the K channel mean */
 #define VC_GPU_LOG2E 1.4426950408889634
+
+/* A (B, H, S, D) view of 16-bit values as the kernels read it (host check): 8-byte rows
+ * (aligned pointer, element strides a multiple of 4), rows that do not overlap within a head,
+ * offsets that fit int64. */
+static inline vcattn_status vc_check_view(const void *ptr, const int64_t st[3], int64_t B, int64_t H, int64_t S,
+                                          int64_t D) {
+    if (!ptr) return VCATTN_STATUS_NULL_POINTER;
+    if ((uintptr_t)ptr % 8) return VCATTN_STATUS_BAD_STRIDE;
+    for (int i = 0; i < 3; ++i)
+        if (st[i] < 0 || st[i] % 4) return VCATTN_STATUS_BAD_STRIDE;
+    if (S > 1 && st[2] < D) return VCATTN_STATUS_BAD_STRIDE;
+    /* the largest element offset must fit int64 comfortably */
+    double top = (double)(B - 1) * st[0] + (double)(H - 1) * st[1] + (double)(S - 1) * st[2] + D;
+    if (top > 9.0e18) return VCATTN_STATUS_SIZE_OVERFLOW;
+    return VCATTN_STATUS_SUCCESS;
+}
 
 /* Arguments of the preprocessing kernels (by value). */
 struct vc_prep_args {

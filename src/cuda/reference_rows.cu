@@ -26,8 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "gpu_common.cuh"
 #include "ptx/cp_async.cuh"
-#include "vcattn.h"
 
 #define VC_REF_ROWS 64      /* query rows per CTA: 4 warps x 16 */
 #define VC_REF_KEYS 64      /* keys per shared-memory block */
@@ -265,32 +265,28 @@ static int vc_ref_splits(const vcattn_gpu_reference_params *p) {
     return s < 1 ? 1 : (int)s;
 }
 
-static vcattn_status vc_ref_check_view(const void *ptr, const int64_t st[3], int64_t S, int64_t D) {
-    if (!ptr) return VCATTN_STATUS_NULL_POINTER;
-    if ((uintptr_t)ptr % 8) return VCATTN_STATUS_BAD_STRIDE;
-    for (int i = 0; i < 3; ++i)
-        if (st[i] < 0 || st[i] % 4) return VCATTN_STATUS_BAD_STRIDE;
-    if (S > 1 && st[2] < D) return VCATTN_STATUS_BAD_STRIDE;
-    return VCATTN_STATUS_SUCCESS;
+/* The shape the kernels take (vc_ref_validate adds the launch's bounds and the pointers). */
+static vcattn_status vc_ref_check_shape(const vcattn_gpu_reference_params *p) {
+    if (p->batch <= 0 || p->heads <= 0 || p->rows <= 0 || p->seq_kv <= 0) return VCATTN_STATUS_BAD_SHAPE;
+    return p->head_dim == 64 || p->head_dim == 128 ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
 }
 
 static vcattn_status vc_ref_validate(const vcattn_gpu_reference_params *p) {
     if (!p) return VCATTN_STATUS_NULL_POINTER;
-    if (p->batch <= 0 || p->heads <= 0 || p->rows <= 0 || p->seq_kv <= 0) return VCATTN_STATUS_BAD_SHAPE;
-    if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
+    vcattn_status s = vc_ref_check_shape(p);
+    if (s) return s;
     if (p->batch * p->heads > 65535 || p->rows > (1 << 30) || p->seq_kv > (1 << 30)) return VCATTN_STATUS_BAD_SHAPE;
     if (!(p->softmax_scale <= 0.0) && !isfinite(p->softmax_scale)) return VCATTN_STATUS_INVALID_ARGUMENT;
-    vcattn_status s;
-    if ((s = vc_ref_check_view(p->q, p->q_stride, p->rows, p->head_dim))) return s;
-    if ((s = vc_ref_check_view(p->k, p->k_stride, p->seq_kv, p->head_dim))) return s;
-    if ((s = vc_ref_check_view(p->v, p->v_stride, p->seq_kv, p->head_dim))) return s;
+    if ((s = vc_check_view(p->q, p->q_stride, p->batch, p->heads, p->rows, p->head_dim))) return s;
+    if ((s = vc_check_view(p->k, p->k_stride, p->batch, p->heads, p->seq_kv, p->head_dim))) return s;
+    if ((s = vc_check_view(p->v, p->v_stride, p->batch, p->heads, p->seq_kv, p->head_dim))) return s;
     return p->o ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_NULL_POINTER;
 }
 
 extern "C" vcattn_status vcattn_gpu_reference_workspace_size(const vcattn_gpu_reference_params *p, size_t *bytes) {
     if (!p || !bytes) return VCATTN_STATUS_NULL_POINTER;
-    if (p->batch <= 0 || p->heads <= 0 || p->rows <= 0 || p->seq_kv <= 0) return VCATTN_STATUS_BAD_SHAPE;
-    if (p->head_dim != 64 && p->head_dim != 128) return VCATTN_STATUS_UNSUPPORTED_HEAD_DIM;
+    const vcattn_status s = vc_ref_check_shape(p);
+    if (s) return s;
     const size_t per_split = (size_t)(p->batch * p->heads * p->rows);
     *bytes = (size_t)vc_ref_splits(p) * per_split * ((size_t)p->head_dim + 2) * sizeof(float);
     return VCATTN_STATUS_SUCCESS;
