@@ -4,12 +4,13 @@
 #pragma once
 #include <stdint.h>
 
-/* C += A B, m16n8k16, BF16 in, FP32 accumulate.  Thread (g = lane/4, t = lane%4) holds
+/* C += A B, m16n8k16, BF16 in, FP32 accumulate.  Not volatile: it has no side effect, so the
+ * compiler may interleave independent products (a kernel's chains of them in program order
+ * would wait on each other).  Thread (g = lane/4, t = lane%4) holds
  * A (row-major 16x16): {(g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)};
  * B (16x8, k-major): {(2t..2t+1, g), (2t+8..2t+9, g)}; C: {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}. */
 __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
