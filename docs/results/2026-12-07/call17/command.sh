@@ -18,7 +18,7 @@ el "== policy cost"
 OUT=$OUT/policy VC_PREBUILT=/tmp/pre_main timeout 200 bash scripts/device_check.sh policy > $OUT/policy_stage.txt 2>&1; echo "policy rc $?"
 grep "^== video\|^== wan" $OUT/policy_stage.txt | cut -c1-420
 el "== sanitize the reference rows"
-for tool in memcheck racecheck; do timeout 90 compute-sanitizer --tool $tool --error-exitcode 9 /tmp/pre_main/gpu_check reference > $OUT/san_ref_$tool.txt 2>&1; echo "$tool rc $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|reference:" $OUT/san_ref_$tool.txt | tail -2; done
+for tool in memcheck; do timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 /tmp/pre_main/gpu_check reference > $OUT/san_ref_$tool.txt 2>&1; echo "$tool rc $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|reference:" $OUT/san_ref_$tool.txt | tail -2; done
 el "== k-means (the mma helper it shares is no longer volatile)"
-timeout 90 /tmp/pre_main/kmeans_check check > $OUT/kmeans_check.txt 2>&1; echo "kmeans rc $?"; tail -3 $OUT/kmeans_check.txt
+timeout 60 /tmp/pre_main/kmeans_check check > $OUT/kmeans_check.txt 2>&1; echo "kmeans rc $?"; tail -3 $OUT/kmeans_check.txt
 el end
