@@ -265,3 +265,42 @@ def test_hunyuan15_ragged_batch_plans_each_sample_and_reuses_them():
     parts = [k for k in cache.keys() if isinstance(k, tuple) and "batch" in k]
     assert len(parts) == 4, list(cache.keys())   # 2 layers x 2 samples, each its own plan
     assert all(cache.layer(k).num_groupings == 1 for k in parts)
+
+
+def test_hunyuan15_joint_mask_is_built_only_for_calls_that_leave_vcattn(monkeypatch):
+    """HunyuanVideo-1.5's processor builds a (B, 1, S, S) joint mask in every call; enabled, it is
+    handed its padding mask deferred (vcattn.deferred_mask): a routed call reads the lengths from
+    the padding vector and the joint mask is never built, with the output bit-identical to the
+    routed call on the built mask; a call that leaves vcattn gets the built mask, bit-identical to
+    the unpatched model."""
+    if not hasattr(diffusers, "HunyuanVideo15Transformer3DModel"):
+        pytest.skip(f"diffusers {diffusers.__version__} has no HunyuanVideo15Transformer3DModel")
+    from vcattn.deferred_mask import DeferredMask
+
+    model, inputs, _ = build("HunyuanVideo15Transformer3DModel")
+    built, read = [], []
+    materialize, joint_of_padding = DeferredMask.materialize, vcattn.masks._joint_of_padding
+    monkeypatch.setattr(DeferredMask, "materialize", lambda self: built.append(self.kind) or materialize(self))
+    monkeypatch.setattr(vcattn.masks, "_joint_of_padding", lambda *a: read.append(1) or joint_of_padding(*a))
+
+    def run(**kw):
+        built.clear(), read.clear()
+        handle = vcattn.diffusers.enable(model, method=METHOD, **kw)
+        try:
+            out = first(model(**copy.deepcopy(inputs)))
+            return out, handle.summary()
+        finally:
+            handle.disable()
+
+    with torch.no_grad():
+        want = first(model(**copy.deepcopy(inputs)))
+        got, s = run(min_seq_kv=0)
+        assert s["vcattn"] == 2 and s["backend"] == {}, s
+        assert built == [] and len(read) >= 1, (built, read)  # the transformer block's joint call
+        passed, s = run(min_seq_kv=1 << 30)  # every call left to the model's attention
+        assert s["vcattn"] == 0 and built == ["joint"], (s, built)
+        assert torch.equal(passed, want)
+        monkeypatch.setattr(vcattn.diffusers, "JOINT_MASK_PROCESSORS", ())
+        on_built, s = run(min_seq_kv=0)
+        assert s["vcattn"] == 2 and read == [], (s, read)
+    assert torch.equal(got, on_built)

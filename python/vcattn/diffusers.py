@@ -50,6 +50,14 @@ those are policy (no warning).  Calls vcattn cannot take for other reasons (dtyp
 autograd, GQA, ...) go there too, with one warning per reason (``strict=True`` raises
 ``VcattnError`` instead, and makes the routed calls raise where vcattn would fall back).
 
+HunyuanVideo-1.5's joint mask: its processor builds a (B, 1, S, S) boolean mask from the text's
+(B, L) padding mask in every attention call (12.7 GB at 720p, as long as the attention itself),
+and vcattn would then read it all back.  For the processors in ``JOINT_MASK_PROCESSORS`` a
+forward pre-hook hands the processor its padding mask as a ``vcattn.deferred_mask.DeferredMask``
+that follows the build's steps without building anything; a routed call reads the lengths from
+the padding vector, and a call that goes to the model's backend gets the built mask (the routers
+build it first), bit for bit what the model would have built.  Eager calls only.
+
 The step: with a pipeline, enable() hooks its scheduler (the instance's class becomes a
 subclass whose ``set_timesteps`` starts a run at step 0 and whose ``step`` advances it);
 the scheduler's ``step`` runs once per denoising step whatever the transformer calls
@@ -174,6 +182,31 @@ class _Layer:
                     h.num_threads, h.strict, fallback=not h.strict, attn_mask=attn_mask)
 
 
+# ---- the joint mask a processor builds ------------------------------------------------------------
+
+# Processors that build a (B, 1, S, S) joint mask from a (B, L) padding mask in every call
+# (vcattn.deferred_mask); their module's padding mask is handed over deferred, so the joint mask
+# is built only if the call leaves vcattn.
+JOINT_MASK_PROCESSORS = ("HunyuanVideo15AttnProcessor2_0",)
+
+
+def _defer_joint_mask(module, args, kwargs):
+    """Forward pre-hook (with kwargs) of an attention module whose processor builds the joint
+    mask: its boolean padding mask becomes a DeferredMask.  Eager calls only (under
+    torch.compile a mask is not read: the call stays on the model's backend)."""
+    if _compiling() or type(getattr(module, "processor", None)).__name__ not in JOINT_MASK_PROCESSORS:
+        return None
+    from .deferred_mask import DeferredMask
+
+    if "attention_mask" in kwargs:
+        kwargs = dict(kwargs, attention_mask=DeferredMask.wrap(kwargs["attention_mask"]))
+    elif len(args) > 2:  # Attention.forward(hidden_states, encoder_hidden_states, attention_mask, ...)
+        args = args[:2] + (DeferredMask.wrap(args[2]),) + args[3:]
+    else:
+        return None
+    return args, kwargs
+
+
 # ---- the routers ---------------------------------------------------------------------------------
 
 _DISPATCH_KNOWN = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa",
@@ -192,7 +225,7 @@ def _dispatch_router(original):
     def dispatch_attention_fn(*args, **kwargs):
         layer = _ctx.layer
         if layer is None or _ctx.passing:
-            return original(*args, **kwargs)
+            return original(*_built(args), **_built(kwargs))
         a = dict(zip(names, args))
         a.update(kwargs)
         q, k, v = a.get("query"), a.get("key"), a.get("value")
@@ -205,7 +238,7 @@ def _dispatch_router(original):
             return layer.attend(q, k, v, a.get("scale"), "NHD", a.get("attn_mask"))
         _ctx.passing += 1
         try:
-            return original(*args, **kwargs)
+            return original(*_built(args), **_built(kwargs))
         finally:
             _ctx.passing -= 1
 
@@ -219,17 +252,27 @@ def _sdpa_router(original):
                                      scale=None, **kwargs):
         layer = _ctx.layer
         if layer is None or _ctx.passing or args:
-            return original(query, key, value, attn_mask, dropout_p, is_causal, *args, scale=scale, **kwargs)
+            return original(query, key, value, _built(attn_mask), dropout_p, is_causal, *args, scale=scale, **kwargs)
         unknown = [n for n in kwargs if n != "enable_gqa"]
         why = layer.route(query, key, value, attn_mask, dropout_p, is_causal, scale, "HND",
                           dict(unknown=unknown or None))
         if why is None:
             return layer.attend(query, key, value, scale, "HND", attn_mask)
-        return original(query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **kwargs)
+        return original(query, key, value, _built(attn_mask), dropout_p, is_causal, scale=scale, **kwargs)
 
     scaled_dot_product_attention.__wrapped__ = original
     scaled_dot_product_attention._vcattn_router = True
     return scaled_dot_product_attention
+
+
+def _built(x):
+    """x (an argument, or a tuple or dict of them) with a deferred joint mask (``_defer_joint_mask``)
+    replaced by the real tensor: a call that leaves vcattn gets the mask the model would have built."""
+    if isinstance(x, tuple):
+        return tuple(_built(a) for a in x)
+    if isinstance(x, dict):
+        return {n: _built(a) for n, a in x.items()}
+    return x.materialize() if getattr(x, "_vcattn_deferred", False) else x
 
 
 def _is_router(fn) -> bool:
@@ -356,6 +399,8 @@ class VcattnHandle:
                 layer = _Layer(self, prefix + name)
                 self._layers[layer.name] = layer
                 self._hooks.append(module.register_forward_pre_hook(layer.enter))
+                if type(proc).__name__ in JOINT_MASK_PROCESSORS:
+                    self._hooks.append(module.register_forward_pre_hook(_defer_joint_mask, with_kwargs=True))
                 self._hooks.append(module.register_forward_hook(layer.leave, always_call=True))
         if not self._layers:
             self._remove_hooks()

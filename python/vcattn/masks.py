@@ -26,6 +26,10 @@ reads it once per forward pass, but HunyuanVideo-1.5's processor (diffusers 0.42
 check and the call share the kept answer).  Only a torch tensor's answer is kept, and only
 while its identity, shape, strides, dtype and version counter (bumped by in-place writes) are
 unchanged; a numpy array (no version counter) is read at every call.
+
+The joint mask of a padding vector that was never built (``vcattn.deferred_mask``: what
+``vcattn.diffusers`` hands HunyuanVideo-1.5's processor instead of its padding mask) is read
+from the vector alone: B x S entries, one host synchronization.
 """
 from __future__ import annotations
 
@@ -79,6 +83,12 @@ def lengths(mask, b: int, h: int, sq: int, skv: int):
         return "a mask is read on the host (its lengths decide the launch), not while torch.compile traces"
     if not _tensors.is_torch(mask):
         return _read(mask, b, h, sq, skv)  # a numpy array has no version counter: an in-place write is unseen
+    from .deferred_mask import DeferredMask  # torch is loaded: the mask is a torch tensor
+
+    if isinstance(mask, DeferredMask):
+        if mask.kind == "joint":
+            return _joint_of_padding(mask.padding(), b, h, sq, skv)
+        mask = mask.materialize()  # not the joint mask of a padding vector: read as any mask
     ident = _identity(mask, b, h, sq, skv)
     ref = _last["ref"]
     if ref is not None and ref() is mask and _last["key"] == ident:
@@ -121,6 +131,23 @@ def _read(mask, b, h, sq, skv):
         return _lengths(found[0], found[1], bn, sqn, skn, b, sq, skv)
     # not a prefix: the sums say why (a bias, heads that differ, or which pattern)
     return _read_torch(mask, b, sq, skv) if torch_mask else _read_numpy(mask, b, sq, skv)
+
+
+def _joint_of_padding(vec, b, h, sq, skv):
+    """``Lengths`` of the joint mask vec[i] & vec[j] of a (B', S) padding vector
+    (``vcattn.deferred_mask``), read from the vector alone (one host synchronization): a prefix
+    of L valid tokens is L query rows and L keys."""
+    import torch
+
+    bn, s = vec.shape
+    if bn not in (1, b) or sq != s or skv != s:
+        return f"attn_mask of shape {(bn, 1, s, s)} does not broadcast to {(b, h, sq, skv)}"
+    counts = vec.sum(dim=1, dtype=torch.int64)
+    prefix = (vec == (torch.arange(s, device=vec.device) < counts[:, None])).all(dim=1)
+    counts, prefix = torch.stack([counts, prefix.to(torch.int64)]).cpu().numpy()
+    if not prefix.all():
+        return _NOT_PREFIX
+    return _lengths(counts, counts, bn, s, s, b, sq, skv)
 
 
 def _prefix(mask, torch_mask, is_bool):
