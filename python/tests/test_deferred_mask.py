@@ -18,6 +18,9 @@ F = torch.nn.functional
 import vcattn  # noqa: E402
 from vcattn.deferred_mask import DeferredMask  # noqa: E402
 
+# CUDA too where there is one (the device's test runs): the masks live where the model's do
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
 
 def processor_build(mask, s):
     """The steps HunyuanVideo15AttnProcessor2_0 (diffusers 0.42) takes from the (B, L) padding
@@ -44,9 +47,11 @@ def padding_masks(seed, count=6):
     return out
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_processor_steps_defer_and_stand_for_the_built_mask(seed):
+def test_the_processor_steps_defer_and_stand_for_the_built_mask(seed, device):
     for mask, s in padding_masks(seed):
+        mask = mask.to(device)
         built = processor_build(mask, s)
         deferred = processor_build(DeferredMask.wrap(mask), s)
         assert isinstance(deferred, DeferredMask) and deferred.kind == "joint", deferred
@@ -104,21 +109,24 @@ def test_any_other_operation_runs_on_the_real_tensor(op):
     assert torch.equal(dv.repeat(1, 2, s, 1), real_v.repeat(1, 2, s, 1))
 
 
-def test_sdpa_with_the_deferred_mask_is_sdpa_with_the_built_one():
+@pytest.mark.parametrize("device", DEVICES)
+def test_sdpa_with_the_deferred_mask_is_sdpa_with_the_built_one(device):
     g = torch.Generator().manual_seed(7)
-    mask = torch.arange(8)[None, :] < torch.tensor([[6], [2]])
+    mask = (torch.arange(8)[None, :] < torch.tensor([[6], [2]])).to(device)
     s = 40
-    q, k, v = (torch.randn(2, 3, s, 16, generator=g) for _ in range(3))
+    q, k, v = (torch.randn(2, 3, s, 16, generator=g).to(device) for _ in range(3))
     want = F.scaled_dot_product_attention(q, k, v, attn_mask=processor_build(mask, s))
     got = F.scaled_dot_product_attention(q, k, v, attn_mask=processor_build(DeferredMask.wrap(mask), s))
     assert type(got) is torch.Tensor and torch.equal(got, want)
 
 
-def test_a_masked_vcattn_call_is_the_call_with_the_built_mask():
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_masked_vcattn_call_is_the_call_with_the_built_mask(device):
     g = torch.Generator().manual_seed(11)
-    mask = torch.arange(9)[None, :] < torch.tensor([[7], [4]])
+    mask = (torch.arange(9)[None, :] < torch.tensor([[7], [4]])).to(device)
     s = 160
-    q, k, v = (torch.randn(2, 2, s, 64, generator=g) for _ in range(3))
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32  # the kernel's inputs
+    q, k, v = (torch.randn(2, 2, s, 64, generator=g).to(device, dtype) for _ in range(3))
     want = vcattn.attention(q, k, v, method="vsmooth-8bit", attn_mask=processor_build(mask, s))
     got = vcattn.attention(q, k, v, method="vsmooth-8bit", attn_mask=processor_build(DeferredMask.wrap(mask), s))
     assert torch.equal(got, want)

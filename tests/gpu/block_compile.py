@@ -19,7 +19,9 @@ download), with the model's own positional embedding (``--model``):
                over a 31 x 45 x 80 latent grid (720p x 121 frames) = 111,600 video tokens, joint
                with 1,300 text tokens of which the last 300 are padding: the block builds the
                boolean (B, 1, S, S) mask ``valid[i] & valid[j]`` and calls
-               ``dispatch_attention_fn`` with it, and vcattn reads it as a valid length
+               ``dispatch_attention_fn`` with it; enabled, the processor gets the padding mask
+               deferred (``vcattn.deferred_mask``) and vcattn reads the lengths from it, and
+               ``vcattn_eager_mask_built`` times the same with the mask built and read back
                (``vcattn.masks``). Eager only: under torch.compile a mask is not read, the call
                stays on the model's backend (docs/python.md), so there is nothing to compare.
 
@@ -362,6 +364,20 @@ def main():
         if not routed_keys:
             failures.append("no call went through vcattn (the PlanCache has no layer)")
         res["compare"]["vcattn_vs_unpatched"] = compare(y_base, y_vc)
+        if args.model == "hunyuanvideo15":
+            # the same routed block with the joint mask built by the processor and read back (the
+            # path before vcattn.deferred_mask): what deferring it saves, and the same output
+            deferred = vcattn.diffusers.JOINT_MASK_PROCESSORS
+            vcattn.diffusers.JOINT_MASK_PROCESSORS = ()
+            try:
+                med, ts, y_built = bench(run_vc, reps, args.warmup, device)
+            finally:
+                vcattn.diffusers.JOINT_MASK_PROCESSORS = deferred
+            record("vcattn_eager_mask_built", med, ts)
+            res["compare"]["vcattn_mask_deferred_vs_built"] = compare(y_built, y_vc)
+            if not res["compare"]["vcattn_mask_deferred_vs_built"]["bit_identical"]:
+                failures.append("the deferred joint mask's output differs from the built mask's")
+            del y_built
         for name, y in (("unpatched", y_base), ("vcattn", y_vc)):
             if not torch.isfinite(y).all():
                 failures.append(f"{name} eager output not finite")
