@@ -47,21 +47,31 @@ def padding_masks(seed, count=6):
     return out
 
 
+# pipelines run under no_grad or inference_mode (where composite operations such as aten.pad
+# reach the mask undecomposed); training, with autograd
+MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode, "grad": torch.enable_grad}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_processor_steps_defer_and_stand_for_the_built_mask(seed, device):
+def test_the_processor_steps_defer_and_stand_for_the_built_mask(seed, device, mode):
     for mask, s in padding_masks(seed):
-        mask = mask.to(device)
-        built = processor_build(mask, s)
-        deferred = processor_build(DeferredMask.wrap(mask), s)
-        assert isinstance(deferred, DeferredMask) and deferred.kind == "joint", deferred
-        assert deferred.shape == built.shape and deferred.dtype == built.dtype
-        assert torch.equal(deferred.materialize(), built)
-        b = mask.shape[0]
-        want = vcattn.masks.lengths(built, b, 2, s, s)
-        got = vcattn.masks.lengths(deferred, b, 2, s, s)
-        assert got == want, (mask, got, want)
-        assert vcattn.masks.lengths(deferred, b, 2, s, s - 1) == vcattn.masks.lengths(built, b, 2, s, s - 1)
+        with MODES[mode]():
+            check_one_build(mask.to(device), s)
+
+
+def check_one_build(mask, s):
+    built = processor_build(mask, s)
+    deferred = processor_build(DeferredMask.wrap(mask), s)
+    assert isinstance(deferred, DeferredMask) and deferred.kind == "joint", deferred
+    assert deferred.shape == built.shape and deferred.dtype == built.dtype
+    assert torch.equal(deferred.materialize(), built)
+    b = mask.shape[0]
+    want = vcattn.masks.lengths(built, b, 2, s, s)
+    got = vcattn.masks.lengths(deferred, b, 2, s, s)
+    assert got == want, (mask, got, want)
+    assert vcattn.masks.lengths(deferred, b, 2, s, s - 1) == vcattn.masks.lengths(built, b, 2, s, s - 1)
 
 
 def test_lengths_are_read_from_the_vector(monkeypatch):

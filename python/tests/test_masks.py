@@ -319,3 +319,20 @@ def test_patch_sdpa_routes_prefix_masks_and_names_the_others():
     assert p.stats()["routed"] == 1 and p.stats()["fallbacks"] == {"attn_mask": 1}
     assert torch.equal(same, want)
     assert torch.equal(got, vcattn.attention(q, k, v, method=METHOD, attn_mask=mask))
+
+
+def test_a_mask_made_under_inference_mode_is_read_and_not_kept():
+    """An inference tensor has no version counter (an in-place write could not be seen): its
+    answer is read at every call, never kept, and the masked call runs."""
+    torch = pytest.importorskip("torch")
+    q, k, v = (torch.as_tensor(x) for x in make_qkv(np.random.default_rng(3), 1, 2, 40, 40, 64))
+    with torch.inference_mode():
+        mask = torch.as_tensor(joint([31], 40))
+        assert vcattn.masks.lengths(mask, 1, 2, 40, 40) == vcattn.masks.Lengths([31], [31])
+        mask[:, :, :, 10] = False  # in place: a hole, no longer a prefix, and the read says so
+        assert isinstance(vcattn.masks.lengths(mask, 1, 2, 40, 40), str)
+        mask[:, :, :, 10] = mask[:, :, :, 0]
+        mask[:, :, 30:, :] = False  # 30 rows x 31 keys
+        got = vcattn.attention(q, k, v, method=METHOD, attn_mask=mask)
+    want = vcattn.attention(q[:, :, :30], k[:, :, :31], v[:, :, :31], method=METHOD)
+    assert torch.equal(got[:, :, :30], want) and not got[:, :, 30:].any()

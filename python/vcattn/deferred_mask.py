@@ -31,12 +31,15 @@ from torch.utils._pytree import tree_map
 
 __all__ = ["DeferredMask", "materialized"]
 
-_aten = torch.ops.aten
 VECTOR, ROWS, COLUMNS, JOINT = "vector", "rows", "columns", "joint"
-# steps that keep a padding vector a (small) padding vector: their result is computed on it
-_VECTOR_STEPS = (_aten.constant_pad_nd.default, _aten.view.default, _aten._unsafe_view.default,
-                 _aten.unsqueeze.default, _aten.clone.default, _aten.alias.default, _aten.detach.default,
-                 _aten._to_copy.default)
+# Operations by name (their overload packet), the composite ones too: under torch.inference_mode
+# they reach __torch_dispatch__ undecomposed (aten.pad, aten.to, aten.__and__, ...).
+# Steps that keep a padding vector a (small) padding vector; their result is computed on it:
+_VECTOR_STEPS = {"pad", "constant_pad_nd", "view", "_unsafe_view", "reshape", "unsqueeze", "clone", "alias",
+                 "detach", "_to_copy", "to"}
+_AND = {"bitwise_and", "__and__"}
+_SAME = {"alias", "detach"}  # a joint mask's own view
+_CAST = {"to", "_to_copy"}   # a joint mask cast: to bool on its device is itself
 
 
 class DeferredMask(torch.Tensor):
@@ -100,33 +103,41 @@ def _transposes_last_two(x, d0, d1):
     return sorted((d0 % n, d1 % n)) == [n - 2, n - 1]
 
 
+def _keeps_bool_here(x, args, kwargs):
+    """A cast (aten.to / aten._to_copy) of x that asks for bool on x's device, or for nothing."""
+    for a in list(args[1:]) + list(kwargs.values()):
+        if isinstance(a, torch.dtype) and a != torch.bool:
+            return False
+        if isinstance(a, (torch.device, str)) and torch.device(a) != x.device:
+            return False
+    return True
+
+
 def _step(cls, func, args, kwargs):
     """The result of one of the build's steps, still deferred, or None (run it on real tensors)."""
+    name = func.overloadpacket.__name__
     x = args[0] if args else None
     if not isinstance(x, cls):
-        if func is _aten.bitwise_and.Tensor and len(args) == 2 and isinstance(args[1], cls):
+        if name in _AND and len(args) == 2 and isinstance(args[1], cls):
             return _step(cls, func, (args[1], x), kwargs)  # & commutes
         return None
-    if x.kind == VECTOR and func in _VECTOR_STEPS:
+    if x.kind == VECTOR and name in _VECTOR_STEPS:
         out = func(x.vec, *args[1:], **kwargs)
         if isinstance(out, torch.Tensor) and out.dtype == torch.bool and out.device == x.vec.device:
             return cls(VECTOR, out, out.shape)
         return out
-    if func is _aten.repeat.default and x.kind == VECTOR and x.dim() == 4:
+    if name == "repeat" and x.kind == VECTOR and x.dim() == 4:
         b, one, one2, s = x.shape
         if one == one2 == 1 and list(args[1]) == [1, 1, s, 1]:
             return cls(ROWS, x.vec.reshape(b, s), (b, 1, s, s))
         return None
-    if func is _aten.transpose.int and x.kind in (ROWS, COLUMNS) and _transposes_last_two(x, args[1], args[2]):
+    if name == "transpose" and x.kind in (ROWS, COLUMNS) and _transposes_last_two(x, args[1], args[2]):
         return cls(COLUMNS if x.kind == ROWS else ROWS, x.vec, x.shape)
-    if func is _aten.bitwise_and.Tensor and len(args) == 2 and isinstance(args[1], cls):
+    if name in _AND and len(args) == 2 and isinstance(args[1], cls):
         y = args[1]
         if {x.kind, y.kind} == {ROWS, COLUMNS} and x.vec is y.vec:
             return cls(JOINT, x.vec, x.shape)
         return None
-    if x.kind == JOINT and func in (_aten.alias.default, _aten.detach.default):
-        return cls(JOINT, x.vec, x.shape)
-    if x.kind == JOINT and func is _aten._to_copy.default and set(kwargs) <= {"dtype"} and \
-            kwargs.get("dtype", torch.bool) == torch.bool:
+    if x.kind == JOINT and (name in _SAME or name in _CAST and _keeps_bool_here(x, args, kwargs)):
         return cls(JOINT, x.vec, x.shape)
     return None

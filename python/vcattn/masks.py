@@ -25,7 +25,8 @@ reads it once per forward pass, but HunyuanVideo-1.5's processor (diffusers 0.42
 (B, 1, S, S) mask in every attention call, so each block reads its own (once: the router's
 check and the call share the kept answer).  Only a torch tensor's answer is kept, and only
 while its identity, shape, strides, dtype and version counter (bumped by in-place writes) are
-unchanged; a numpy array (no version counter) is read at every call.
+unchanged; a numpy array or a tensor made under torch.inference_mode (no version counter) is
+read at every call.
 
 The joint mask of a padding vector that was never built (``vcattn.deferred_mask``: what
 ``vcattn.diffusers`` hands HunyuanVideo-1.5's processor instead of its padding mask) is read
@@ -70,7 +71,12 @@ _last = {"key": None, "ref": None, "answer": None}
 
 
 def _identity(mask, b, h, sq, skv):
-    version = getattr(mask, "_version", None)
+    """What a kept answer is keyed by, or None: a tensor made under torch.inference_mode has no
+    version counter, so an in-place write to it could not be seen and its answer is not kept."""
+    try:
+        version = mask._version
+    except RuntimeError:  # "Inference tensors do not track version counter"
+        return None
     return tuple(mask.shape), tuple(mask.stride()), str(mask.dtype), version, (b, h, sq, skv)
 
 
@@ -90,6 +96,8 @@ def lengths(mask, b: int, h: int, sq: int, skv: int):
             return _joint_of_padding(mask.padding(), b, h, sq, skv)
         mask = mask.materialize()  # not the joint mask of a padding vector: read as any mask
     ident = _identity(mask, b, h, sq, skv)
+    if ident is None:
+        return _read(mask, b, h, sq, skv)
     ref = _last["ref"]
     if ref is not None and ref() is mask and _last["key"] == ident:
         return _last["answer"]
