@@ -11,7 +11,7 @@ PKG = Path(vcattn.__file__).resolve().parent
 # bottom to top; a module may import only modules of a lower layer
 LAYERS = [
     ["_lib"],                       # the library binding
-    ["_tensors"],                   # numpy / torch -> pointers and strides
+    ["_tensors", "deferred_mask"],  # numpy / torch -> pointers and strides; a joint mask not built
     ["_methods"],                   # method names, ids, flags
     ["head_policy"],                # per-head recipes: the choice (C) and its application
     ["plan", "masks"],              # Schedule, Plan (the one plan logic); masks read as lengths
