@@ -54,6 +54,7 @@ class DeferredMask(torch.Tensor):
     def __new__(cls, kind, vec, shape):
         out = torch.Tensor._make_wrapper_subclass(cls, tuple(shape), dtype=torch.bool, device=vec.device)
         out.kind, out.vec = kind, vec
+        out.read = None  # (call shape, answer): what vcattn.masks read from it, for the call after the check
         return out
 
     __torch_function__ = torch._C._disabled_torch_function_impl

@@ -92,8 +92,10 @@ def lengths(mask, b: int, h: int, sq: int, skv: int):
     from .deferred_mask import DeferredMask  # torch is loaded: the mask is a torch tensor
 
     if isinstance(mask, DeferredMask):
-        if mask.kind == "joint":
-            return _joint_of_padding(mask.padding(), b, h, sq, skv)
+        if mask.kind == "joint":  # read once: the router's check and the call share it
+            if mask.read is None or mask.read[0] != (b, h, sq, skv):
+                mask.read = ((b, h, sq, skv), _joint_of_padding(mask.padding(), b, h, sq, skv))
+            return mask.read[1]
         mask = mask.materialize()  # not the joint mask of a padding vector: read as any mask
     ident = _identity(mask, b, h, sq, skv)
     if ident is None:
