@@ -18,6 +18,13 @@ OUT=${OUT:-out}; mkdir -p $OUT
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee $OUT/gpu.txt
+el "== HunyuanVideo-1.5 block: the joint mask deferred vs built"
+VCATTN_LIBRARY=/tmp/pre_main/libvcattn.so PYTHONPATH=python:pydeps PYTHONUNBUFFERED=1 timeout 200 \
+    python3 tests/gpu/block_compile.py --model hunyuanvideo15 --reps 5 --json $OUT/block_compile_hunyuanvideo15.json \
+    > $OUT/compile_hunyuanvideo15.txt 2>&1; echo "block rc $?"; grep -E "ms \(median|HUNYUAN|FAIL|Error" $OUT/compile_hunyuanvideo15.txt | cut -c1-300
+el "== the deferred mask's tests on CUDA tensors (main)"
+VCATTN_LIBRARY=/tmp/pre_main/libvcattn.so PYTHONPATH=python:pydeps timeout 90 python3 -m pytest -q python/tests/test_deferred_mask.py \
+    python/tests/test_masks.py 2>&1 | tail -2
 if [[ $name == *H200* ]]; then
     el "== bench"
     VC_BENCH_SHAPES="1,40,75600,75600,128 1,24,118800,118800,128" VC_BENCH_METHODS=vsmooth-split-blockmax-8bit,sage2-8bit \
@@ -33,21 +40,14 @@ else
     el "== policy tests (branch)"
     (cd /tmp/branch && VCATTN_LIBRARY=/tmp/pre_branch/libvcattn.so PYTHONPATH=python timeout 150 \
         python3 -m pytest -q python/tests/test_gpu.py -k "policy or reference" 2>&1 | tail -3)
-    el "== policy cost (branch)"
-    VCATTN_LIBRARY=/tmp/pre_branch/libvcattn.so PYTHONUNBUFFERED=1 timeout 200 python3 /tmp/branch/tests/gpu/policy_cost.py \
-        --vcattn-bin /tmp/pre_branch/vcattn --json $OUT/policy_cost.json > $OUT/policy.txt 2>&1; echo "policy rc $?"
-    grep "^== video\|^== wan" $OUT/policy.txt | cut -c1-420
     el "== memcheck of the reference rows"
     timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/pre_branch/gpu_check reference > $OUT/san_ref_memcheck.txt 2>&1
     echo "memcheck rc $?"; grep -E "ERROR SUMMARY|reference:" $OUT/san_ref_memcheck.txt | tail -2
     el "== k-means (the shared mma helper)"
     timeout 60 /tmp/pre_branch/kmeans_check check > $OUT/kmeans_check.txt 2>&1; echo "kmeans rc $?"; tail -3 $OUT/kmeans_check.txt
+    el "== policy cost (branch)"
+    VCATTN_LIBRARY=/tmp/pre_branch/libvcattn.so PYTHONUNBUFFERED=1 timeout 150 python3 /tmp/branch/tests/gpu/policy_cost.py \
+        --vcattn-bin /tmp/pre_branch/vcattn --json $OUT/policy_cost.json > $OUT/policy.txt 2>&1; echo "policy rc $?"
+    grep "^== video\|^== wan" $OUT/policy.txt | cut -c1-420
 fi
-el "== HunyuanVideo-1.5 block: the joint mask deferred vs built"
-VCATTN_LIBRARY=/tmp/pre_main/libvcattn.so PYTHONPATH=python:pydeps PYTHONUNBUFFERED=1 timeout 300 \
-    python3 tests/gpu/block_compile.py --model hunyuanvideo15 --reps 5 --json $OUT/block_compile_hunyuanvideo15.json \
-    > $OUT/compile_hunyuanvideo15.txt 2>&1; echo "block rc $?"; grep -E "ms \(median|HUNYUAN|FAIL|Error" $OUT/compile_hunyuanvideo15.txt | cut -c1-300
-el "== the deferred mask's tests on CUDA tensors (main)"
-VCATTN_LIBRARY=/tmp/pre_main/libvcattn.so PYTHONPATH=python:pydeps timeout 90 python3 -m pytest -q python/tests/test_deferred_mask.py \
-    python/tests/test_masks.py 2>&1 | tail -2
 el end
