@@ -9,7 +9,7 @@
 #  - on both: HunyuanVideo-1.5's real-size block with its joint mask deferred against built
 #    (tests/gpu/block_compile.py, main's library, diffusers 0.42.1 from pydeps/).
 # .pre/main.tgz: the branch's binaries; .pre/branch_tree.tgz: its python/ and tests/gpu/;
-# .pre-main/lib.tgz: main's library.
+# .pre-main/lib.tgz: main's library.  VC_SHORT=1: the block and the deferred mask's tests only.
 set -u
 export PATH=$PATH:/usr/local/cuda/bin
 mkdir -p /tmp/pre_branch /tmp/branch /tmp/pre_main
@@ -25,7 +25,9 @@ VCATTN_LIBRARY=/tmp/pre_main/libvcattn.so PYTHONPATH=python:pydeps PYTHONUNBUFFE
 el "== the deferred mask's tests on CUDA tensors (main)"
 VCATTN_LIBRARY=/tmp/pre_main/libvcattn.so PYTHONPATH=python:pydeps timeout 90 python3 -m pytest -q python/tests/test_deferred_mask.py \
     python/tests/test_masks.py 2>&1 | tail -2
-if [[ $name == *H200* ]]; then
+if [ -n "${VC_SHORT:-}" ]; then
+    el "(VC_SHORT: the device time left allows the block alone)"
+elif [[ $name == *H200* ]]; then
     el "== bench"
     VC_BENCH_SHAPES="1,40,75600,75600,128 1,24,118800,118800,128" VC_BENCH_METHODS=vsmooth-split-blockmax-8bit,sage2-8bit \
         OUT=$OUT/bench VC_PREBUILT=/tmp/pre_branch timeout 240 bash scripts/device_check.sh bench > $OUT/bench_stage.txt 2>&1
