@@ -228,15 +228,20 @@ def _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num
     if _tensors.is_torch(q):
         import torch
 
-        out = torch.zeros(q.shape, dtype=q.dtype, device=q.device)
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         lse = torch.full((bsz, q.shape[1 if layout == "HND" else 2], sq), float("-inf"), dtype=torch.float32,
                          device=q.device)
     else:
-        out = np.zeros(q.shape, q.dtype)
+        out = np.empty(q.shape, q.dtype)
         lse = np.full((bsz, q.shape[1 if layout == "HND" else 2], sq), -np.inf, np.float32)
     for b0, b1, lq, lk in runs:
+        # only the rows no call writes are zeroed: the valid rows are written once, by the copy
         if lq == 0 or lk == 0:
-            continue  # no valid row, or no key to attend to: zeros
+            lq = 0  # no valid row, or no key to attend to: zeros
+        rows = out[b0:b1, :, lq:] if layout == "HND" else out[b0:b1, lq:]
+        rows[...] = 0
+        if lq == 0:
+            continue
         sub_plan = plan
         if len(runs) > 1 and isinstance(plan, (Plan, LayerRef)):
             sub_plan = plan.part(b0)
