@@ -27,19 +27,23 @@ el "== the deferred mask's tests on CUDA tensors (main)"
 VCATTN_LIBRARY=/tmp/pre_main/libvcattn.so PYTHONPATH=python:pydeps timeout 90 python3 -m pytest -q python/tests/test_deferred_mask.py \
     python/tests/test_masks.py 2>&1 | tail -2
 }
-if [ -n "${VC_SHORT:-}" ]; then
-    block
-    el "(VC_SHORT: the device time left allows the block alone)"
-elif [[ $name == *H200* ]]; then  # the speed targets first, the block after
+bench() {
     el "== bench"
     VC_BENCH_SHAPES="${VC_BENCH_SHAPES:-1,40,75600,75600,128 1,24,118800,118800,128}" VC_BENCH_METHODS=vsmooth-split-blockmax-8bit,sage2-8bit \
         OUT=$OUT/bench VC_PREBUILT=/tmp/pre_branch timeout 240 bash scripts/device_check.sh bench > $OUT/bench_stage.txt 2>&1
     echo "bench rc $?"; sed -n '/== summary/,$p' $OUT/bench_stage.txt | cut -c1-200
+}
+masked() {
     el "== masked"
     mkdir -p $OUT/masked
     VCATTN_LIBRARY=/tmp/pre_main/libvcattn.so PYTHONPATH=python timeout 200 python3 tests/gpu/masked_bench.py \
         --json $OUT/masked/masked_bench.json > $OUT/masked/masked.txt 2>&1; echo "masked rc $?"; tail -12 $OUT/masked/masked.txt
+}
+if [ -n "${VC_SHORT:-}" ]; then
     block
+    el "(VC_SHORT: the device time left allows the block alone)"
+elif [[ $name == *H200* ]]; then  # the speed targets first, the block after (VC_H200_STAGES: which, in order)
+    for st in ${VC_H200_STAGES:-bench masked block}; do $st; done
 else
     block
     el "== reference rows (branch)"
