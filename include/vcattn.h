@@ -590,8 +590,14 @@ vcattn_status vcattn_gpu_attention(const vcattn_gpu_params *p, void *workspace,
                                    size_t workspace_bytes, void *stream);
 
 /* The two halves of vcattn_gpu_attention, for timing the kernel alone.
- * vcattn_gpu_attention_kernel reads only the workspace written by
- * vcattn_gpu_preprocess (and writes o, lse). */
+ * vcattn_gpu_attention_kernel reads the workspace written by
+ * vcattn_gpu_preprocess and writes o, lse and two things of the workspace:
+ * its output flag and, where lse is NULL and the method keeps exact keys,
+ * the quantized pass's LSE (the exact keys' merge rewrites it in place).
+ * Kernels that share one preprocessed workspace at the same time (on
+ * different streams) must each pass an lse of their own; they then share
+ * only the output flag.  Preprocess with lse set as the runs will have it:
+ * the preprocessing keeps what the LSE needs only then. */
 vcattn_status vcattn_gpu_preprocess(const vcattn_gpu_params *p, void *workspace,
                                     size_t workspace_bytes, void *stream);
 vcattn_status vcattn_gpu_attention_kernel(const vcattn_gpu_params *p, void *workspace,

@@ -50,7 +50,7 @@ else
     timeout 120 /tmp/pre_branch/gpu_check reference > $OUT/reference.txt 2>&1; echo "reference rc $?"; tail -7 $OUT/reference.txt
     el "== policy tests (branch)"
     (cd /tmp/branch && VCATTN_LIBRARY=/tmp/pre_branch/libvcattn.so PYTHONPATH=python timeout 150 \
-        python3 -m pytest -q python/tests/test_gpu.py -k "policy or reference" 2>&1 | tail -3)
+        python3 -m pytest -q python/tests/test_gpu.py -k "policy or reference or overlapping" 2>&1 | tail -3)
     el "== memcheck of the reference rows"
     timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/pre_branch/gpu_check reference > $OUT/san_ref_memcheck.txt 2>&1
     echo "memcheck rc $?"; grep -E "ERROR SUMMARY|reference:" $OUT/san_ref_memcheck.txt | tail -2
