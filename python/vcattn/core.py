@@ -217,8 +217,8 @@ def _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num
     With ragged lengths each element has its own plan (``Plan.part``)."""
     bsz = q.shape[0]
     sq = q.shape[2 if layout == "HND" else 1]
-    def cut(x, b0, b1, n):  # batch elements b0..b1-1, their first n tokens
-        return x[b0:b1, :, :n] if layout == "HND" else x[b0:b1, :n]
+    def tokens(x, b0, b1, sel):  # batch elements b0..b1-1, their tokens sel (a slice)
+        return x[b0:b1, :, sel] if layout == "HND" else x[b0:b1, sel]
 
     runs, b0 = [], 0
     for b1 in range(1, bsz + 1):
@@ -235,11 +235,9 @@ def _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num
         out = np.empty(q.shape, q.dtype)
         lse = np.full((bsz, q.shape[1 if layout == "HND" else 2], sq), -np.inf, np.float32)
     for b0, b1, lq, lk in runs:
-        # only the rows no call writes are zeroed: the valid rows are written once, by the copy
-        if lq == 0 or lk == 0:
-            lq = 0  # no valid row, or no key to attend to: zeros
-        rows = out[b0:b1, :, lq:] if layout == "HND" else out[b0:b1, lq:]
-        rows[...] = 0
+        if lk == 0:
+            lq = 0  # no key to attend to: every row zeros
+        tokens(out, b0, b1, slice(lq, None))[...] = 0  # the valid rows are written once, by the copy
         if lq == 0:
             continue
         sub_plan = plan
@@ -247,10 +245,10 @@ def _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num
             sub_plan = plan.part(b0)
         elif plan is not None and not isinstance(plan, (Plan, LayerRef)):
             sub_plan = plan[b0:b1, :, :lk]
-        res = call(cut(q, b0, b1, lq), cut(k, b0, b1, lk), cut(v, b0, b1, lk), layout, sm_scale, return_lse,
-                   sub_plan, step, method, num_threads, strict, fallback)
+        res = call(tokens(q, b0, b1, slice(lq)), tokens(k, b0, b1, slice(lk)), tokens(v, b0, b1, slice(lk)),
+                   layout, sm_scale, return_lse, sub_plan, step, method, num_threads, strict, fallback)
         o, l = res if return_lse else (res, None)
-        cut(out, b0, b1, lq)[...] = o
+        tokens(out, b0, b1, slice(lq))[...] = o
         if l is not None:
             lse[b0:b1, :, :lq] = l
     return (out, lse) if return_lse else out
