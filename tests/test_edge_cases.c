@@ -372,7 +372,7 @@ TEST(gpu_validation_refuses_sm_scale_beyond_the_kernel) {
 }
 
 /* The policy's GPU reference (vcattn_gpu_reference_rows): its workspace holds one part per split
- * of the keys, the splits a function of the shape alone - one where the rows already give 264
+ * of the keys, the splits a function of the shape alone - one where the rows already give 1,584
  * CTAs or more, else up to one per 1,024 keys (at most 64); shapes and head_dim are checked
  * before any device work.  A build without CUDA answers NOT_BUILT. */
 TEST(gpu_reference_rows_workspace_and_validation) {
@@ -392,10 +392,13 @@ TEST(gpu_reference_rows_workspace_and_validation) {
     if (st == VCATTN_STATUS_NOT_BUILT) return;
     CHECK_STATUS(st, VCATTN_STATUS_SUCCESS);
     const size_t per_split = (size_t)(4 * 512) * (128 + 2) * sizeof(float);
-    CHECK(bytes == 9 * per_split); /* 32 CTAs of rows: ceil(264 / 32) = 9 splits */
-    p.heads = 40;                  /* 320 CTAs of rows: one split */
+    CHECK(bytes == 50 * per_split); /* 32 CTAs of rows: ceil(1584 / 32) = 50 splits */
+    p.heads = 40;                   /* 320 CTAs of rows: ceil(1584 / 320) = 5 splits */
     CHECK_STATUS(vcattn_gpu_reference_workspace_size(&p, &bytes), VCATTN_STATUS_SUCCESS);
-    CHECK(bytes == (size_t)(40 * 512) * (128 + 2) * sizeof(float));
+    CHECK(bytes == 5 * (size_t)(40 * 512) * (128 + 2) * sizeof(float));
+    p.heads = 1000;                 /* 8,000 CTAs of rows: one split */
+    CHECK_STATUS(vcattn_gpu_reference_workspace_size(&p, &bytes), VCATTN_STATUS_SUCCESS);
+    CHECK(bytes == (size_t)(1000 * 512) * (128 + 2) * sizeof(float));
     p.heads = 1, p.rows = 64, p.seq_kv = 2000; /* 2 splits of at least 1,024 keys */
     CHECK_STATUS(vcattn_gpu_reference_workspace_size(&p, &bytes), VCATTN_STATUS_SUCCESS);
     CHECK(bytes == 2 * (size_t)64 * (128 + 2) * sizeof(float));

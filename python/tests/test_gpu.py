@@ -65,8 +65,9 @@ def test_policy_reference_is_fp32_accurate(dtype):
 
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 def test_policy_measurement_is_the_runs_one_by_one(layout):
-    """measure_recipes overlaps two runs with the reference on a side stream: every PSNR must be
-    the one the runs give one after another on the caller's stream."""
+    """measure_recipes overlaps its runs on two side streams with the reference (here the exact-P
+    pair too, ahead of need): every PSNR must be the one the runs give one after another on the
+    caller's stream."""
     q, k, v = inputs(sq=700, skv=900, layout=layout)
     method, scale, rows = vcattn.DEFAULT_METHOD, 128 ** -0.5, 64
     g = torch.Generator().manual_seed(3)

@@ -5,16 +5,15 @@
  * Why it is accurate with BF16 tensor cores: the inputs are BF16, so each product of Q K^T is
  * exact in FP32 and the scores are FP32 sums; the softmax runs in FP32 (expf); P goes into the
  * P V product in two BF16 parts, hi = bf16(p) and lo = bf16(p - hi), whose sum is p to ~2^-17
- * relative, and both products accumulate in FP32, in one pass over K and V instead of the
+ * relative, and both products accumulate in FP32 - in the tensor core for one 64-key block
+ * (its FP32 additions truncate: one accumulator over a whole split of 75,600 keys drifted to
+ * 2e-4, docs/kernel-log.md), then into O by FFMA - in one pass over K and V instead of the
  * (rows x keys) FP32 score matrices a framework materializes (several passes over memory each).
- * Measured: a few 1e-6 from FP64 (gpu_check reference), up to ~2e-4 on rows of 75,600 flat keys -
- * the P V accumulator stays in the tensor core for the whole split, and its FP32 additions
- * truncate (docs/kernel-log.md).
  *
  *   vc_reference_rows_part  a CTA = 4 warps x 16 rows; 64-key blocks of K and V in shared
  *                           memory, two stages filled by cp.async (the next block's copies run
- *                           under this one's products); mma.sync m16n8k16 (BF16 -> FP32); the
- *                           online softmax in
+ *                           under this one's products); mma.sync m16n8k16 (BF16 -> FP32)
+ *                           with K's and V's fragments by ldmatrix; the online softmax in
  *                           FP32; a split of the keys per blockIdx.z writes its unnormalized
  *                           O, row max and row sum;
  *   vc_reference_rows_merge the splits' parts into O (one thread per output element).
@@ -28,11 +27,14 @@
 
 #include "gpu_common.cuh"
 #include "ptx/cp_async.cuh"
+#include "ptx/mma_sync.cuh"
 
 #define VC_REF_ROWS 64      /* query rows per CTA: 4 warps x 16 */
 #define VC_REF_KEYS 64      /* keys per shared-memory block */
 #define VC_REF_THREADS 128
-#define VC_REF_TARGET_CTAS 264 /* about two CTAs per SM on a 132-SM Hopper part */
+#define VC_REF_TARGET_CTAS 1584 /* about four waves of three CTAs (shared memory's limit) per SM
+                                   * on a 132-SM Hopper part: one CTA's chain of blocks is
+                                   * latency-bound, so the SMs need several */
 #define VC_REF_MIN_KEYS 1024   /* keys per split at least */
 #define VC_REF_MAX_SPLITS 64
 
@@ -51,13 +53,6 @@ __device__ __forceinline__ uint32_t vc_ref_pack(float lo, float hi) {
     uint32_t u;
     memcpy(&u, &t, 4);
     return u;
-}
-
-__device__ __forceinline__ void vc_ref_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 /* A stage of shared memory: 64 keys of K and of V in rows of D + 8 elements (the 4-byte
@@ -131,16 +126,20 @@ __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_
         }
         __syncthreads();
 
-        /* S = Q K^T: 8 tiles of 8 keys; B fragment (k = channel, n = key) = K[key][channel] */
+        /* S = Q K^T: 8 tiles of 8 keys; B fragment (k = channel, n = key) = K[key][channel], two
+         * tiles' fragments per ldmatrix (lanes 8i..8i+7: tile 2p + i/2, channels + 8 (i%2)) */
         float s[VC_REF_KEYS / 8][4];
 #pragma unroll
         for (int nt = 0; nt < VC_REF_KEYS / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
-            for (int nt = 0; nt < VC_REF_KEYS / 8; ++nt) { /* 8 independent accumulators in flight */
-                const __nv_bfloat16 *kr = &sm.k[nt * 8 + g][kk * 16 + t * 2];
-                vc_ref_mma(s[nt], qf[kk], *(const uint32_t *)kr, *(const uint32_t *)(kr + 8));
+            for (int np = 0; np < VC_REF_KEYS / 16; ++np) { /* 8 independent accumulators in flight */
+                uint32_t kf[4];
+                ldmatrix_x4(kf, &sm.k[(2 * np + lane / 16) * 8 + lane % 8][kk * 16 + (lane / 8) % 2 * 8]);
+                const uint32_t b0[2] = {kf[0], kf[1]}, b1[2] = {kf[2], kf[3]};
+                mma_bf16_16816(s[2 * np], qf[kk], b0);
+                mma_bf16_16816(s[2 * np + 1], qf[kk], b1);
             }
         /* the online softmax in FP32; keys past the split's end take no part */
         float mx0 = -INFINITY, mx1 = -INFINITY;
@@ -165,13 +164,6 @@ __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_
         m1 = n1;
         l0 *= al0;
         l1 *= al1;
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-            o[i][0] *= al0;
-            o[i][1] *= al0;
-            o[i][2] *= al1;
-            o[i][3] *= al1;
-        }
         /* P in two BF16 parts, as A fragments of the 4 key steps of 16 */
         uint32_t phi[VC_REF_KEYS / 16][4], plo[VC_REF_KEYS / 16][4];
 #pragma unroll
@@ -193,20 +185,35 @@ __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_
                 plo[j][2 * half + 0] = vc_ref_pack(p[0] - hi[0], p[1] - hi[1]);
                 plo[j][2 * half + 1] = vc_ref_pack(p[2] - hi[2], p[3] - hi[3]);
             }
-        /* O += P V: B fragment (k = key, n = channel) = V[key][channel], two keys per register */
+        /* O = O alpha + P V: B fragment (k = key, n = channel) = V[key][channel], two keys per
+         * register.  The block's P V starts from zero in the tensor core and is added to O by an
+         * FFMA: the tensor core's FP32 accumulation truncates, and over a whole split in one
+         * accumulator (75,600 keys: ~4,700 steps) that bias reached 2e-4 of the output. */
 #pragma unroll
-        for (int j = 0; j < VC_REF_KEYS / 16; ++j) {
-            /* phi[j] as laid out above is {a0, a1, a2, a3} = {row g keys 0-7, row g+8 keys 0-7,
-             * row g keys 8-15, row g+8 keys 8-15}: the order the fragment wants */
+        for (int dp = 0; dp < D / 16; ++dp) { /* channel tiles 2dp, 2dp + 1 */
+            /* four independent accumulators: the hi and lo parts of P for each of the two tiles */
+            float ob[2][2][4] = {};
 #pragma unroll
-            for (int dt = 0; dt < D / 8; ++dt) {
-                const int c = dt * 8 + g, k0 = j * 16 + t * 2;
-                const uint32_t b0 = (uint32_t)__bfloat16_as_ushort(sm.v[k0][c]) |
-                                    ((uint32_t)__bfloat16_as_ushort(sm.v[k0 + 1][c]) << 16);
-                const uint32_t b1 = (uint32_t)__bfloat16_as_ushort(sm.v[k0 + 8][c]) |
-                                    ((uint32_t)__bfloat16_as_ushort(sm.v[k0 + 9][c]) << 16);
-                vc_ref_mma(o[dt], phi[j], b0, b1);
-                vc_ref_mma(o[dt], plo[j], b0, b1);
+            for (int j = 0; j < VC_REF_KEYS / 16; ++j) {
+                /* phi[j] as laid out above is {a0, a1, a2, a3} = {row g keys 0-7, row g+8 keys 0-7,
+                 * row g keys 8-15, row g+8 keys 8-15}: the order the fragment wants.  V's B
+                 * fragments, transposed by ldmatrix (lanes 8i..8i+7: keys + 8 (i%2), tile 2dp + i/2) */
+                uint32_t vf[4];
+                ldmatrix_x4_trans(vf, &sm.v[j * 16 + (lane / 8) % 2 * 8 + lane % 8][(2 * dp + lane / 16) * 8]);
+                const uint32_t b0[2] = {vf[0], vf[1]}, b1[2] = {vf[2], vf[3]};
+                mma_bf16_16816(ob[0][0], phi[j], b0);
+                mma_bf16_16816(ob[1][0], phi[j], b1);
+                mma_bf16_16816(ob[0][1], plo[j], b0);
+                mma_bf16_16816(ob[1][1], plo[j], b1);
+            }
+#pragma unroll
+            for (int h2 = 0; h2 < 2; ++h2) {
+                float *od = o[2 * dp + h2];
+                const float *hi = ob[h2][0], *lo = ob[h2][1];
+                od[0] = fmaf(od[0], al0, hi[0] + lo[0]);
+                od[1] = fmaf(od[1], al0, hi[1] + lo[1]);
+                od[2] = fmaf(od[2], al1, hi[2] + lo[2]);
+                od[3] = fmaf(od[3], al1, hi[3] + lo[3]);
             }
         }
         __syncthreads(); /* every warp is done with this stage before the next copies into it */

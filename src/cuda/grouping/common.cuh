@@ -1,5 +1,5 @@
 /* common.cuh - what the two GPU k-means paths share (internal to the library):
- * the BF16 mma.sync and ldmatrix helpers, 16-bit value loads, the seeded initial-centroid
+ * 16-bit value loads (the mma.sync and ldmatrix helpers: ptx/mma_sync.cuh), the seeded initial-centroid
  * token, the workspace layout and the host helpers.  The fused path (k <= 64) is
  * fused_*.cuh, launched by kmeans.cu with the public call; the k > 64 path is large_k.cu;
  * validation and the workspace layout are workspace.cu. */
@@ -9,29 +9,11 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "ptx/mma_sync.cuh"
 #include "vcattn.h"
 
 #define KM_TOKENS 1024      /* tokens per CTA of the k > 64 path (its tile of partial sums) */
 #define KM_MAX_K 128
-
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-/* Four 8x8 b16 matrices, transposed on the way: thread t gets (row 2(t%4)
- * and 2(t%4)+1, column t/4) of each - the B fragment of m16n8k16 when the
- * rows are the reduction axis.  Lanes 8i..8i+7 give the row addresses of
- * matrix i. */
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *smem_row) {
-    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
 
 __device__ __forceinline__ float km_load_value(const void *base, int64_t off, int is_bf16) {
     uint16_t h = reinterpret_cast<const uint16_t *>(base)[off];

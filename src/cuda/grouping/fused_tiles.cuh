@@ -1,4 +1,4 @@
-/* fused_tiles.cuh - the shared-memory side of the fused path: ldmatrix, the
+/* fused_tiles.cuh - the shared-memory side of the fused path: the
  * 128B-swizzled operand tiles, their wgmma descriptors and the 64x64 product, the
  * V sub-tile by TMA, and the byte map of the shared tiles. */
 #pragma once
@@ -8,14 +8,8 @@
 
 #include "grouping/fused_args.cuh"
 #include "ptx/mbarrier.cuh"
+#include "ptx/mma_sync.cuh"
 #include "ptx/tma.cuh"
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *smem_row) {
-    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(s));
-}
 
 /* ---- shared-memory tiles of the fused path ------------------------------------------------
  * Every operand tile is stored the way wgmma reads it: 128-byte rows (64 BF16) with the

@@ -1,0 +1,37 @@
+/* mma_sync.cuh - the warp-level (Ampere-style) tensor-core product and the shared-memory
+ * fragment loads that feed it: used where a kernel needs FP32 accumulation of exact BF16
+ * products without the warpgroup machinery (the GPU k-means, the policy's reference rows). */
+#pragma once
+#include <stdint.h>
+
+/* C += A B, m16n8k16, BF16 in, FP32 accumulate.  Not volatile: it has no side effect, so the
+ * compiler may interleave independent products (a kernel's chains of them in program order
+ * would wait on each other).  Thread (g = lane/4, t = lane%4) holds
+ * A (row-major 16x16): {(g, 2t..2t+1), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..)};
+ * B (16x8, k-major): {(2t..2t+1, g), (2t+8..2t+9, g)}; C: {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}. */
+__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* Four 8x8 b16 matrices: thread t gets (row t/4, columns 2(t%4) and 2(t%4)+1) of each - the B
+ * fragment of m16n8k16 when the rows are the output axis (K stored [key][channel]).  Lanes
+ * 8i..8i+7 give the row addresses of matrix i (16-byte aligned). */
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void *smem_row) {
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+
+/* The same, transposed on the way: thread t gets (rows 2(t%4) and 2(t%4)+1, column t/4) of
+ * each - the B fragment of m16n8k16 when the rows are the reduction axis (V stored
+ * [key][channel]). */
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void *smem_row) {
+    uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
