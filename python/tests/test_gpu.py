@@ -88,6 +88,27 @@ def test_policy_measurement_is_the_runs_one_by_one(layout):
     assert np.isfinite(psnr).all() and (psnr > 20).all()
 
 
+def test_overlapping_policy_runs_share_no_state():
+    """On a layer long enough that the measurement's runs overlap in time (each one a few tiles
+    walking 40,000 keys), the method's P and the exact P run at once on one preprocessed
+    workspace: each must still give what it gives alone (they once shared the exact keys' LSE
+    in the workspace, and merged each other's).  Three draws, fresh inputs each."""
+    method, scale, rows, skv = vcattn.DEFAULT_METHOD, 128 ** -0.5, 256, 40_000
+    ident = torch.arange(skv, dtype=torch.int32, device="cuda").expand(1, 4, skv).contiguous()
+    ones = torch.ones((1, 4), dtype=torch.uint8, device="cuda")
+    for seed in range(3):
+        q, k, v = inputs(h=4, sq=2048, skv=skv, seed=100 + seed)
+        g = torch.Generator().manual_seed(seed)
+        perm = torch.stack([torch.randperm(skv, generator=g) for _ in range(4)])[None].to(torch.int32).cuda()
+        psnr, _ = _gpu.measure_recipes(q, k, v, "HND", scale, method, perm, rows, "faithful", 0.0)
+        qs = q.index_select(2, torch.as_tensor((np.arange(rows) * 2048) // rows, device="cuda"))
+        ref = _gpu.reference_rows(qs, k, v, scale)
+        for r in range(4):
+            got = _gpu.attention(qs, k, v, "HND", scale, False, method, ident if r & 1 else perm, True,
+                                 head_exact=ones if r & 2 else None)[0]
+            np.testing.assert_array_equal(psnr[:, r], _gpu._psnr_heads(ref, got), err_msg=f"seed {seed}, recipe {r}")
+
+
 def test_layouts_and_strided_views_agree():
     q, k, v = inputs(layout="NHD")
     a = vcattn.attention(q, k, v, "NHD", method="sage2-8bit", strict=True)

@@ -379,6 +379,9 @@ class _OrderPair:
             if st != 0:
                 raise Unsupported(lib.vcattn_status_string(st).decode(), st)
             ws = _workspace(self.q.device, lay.total)
+            # the runs write an LSE of their own (run): the preprocessing then keeps what it needs
+            lse = torch.empty((2, p.heads, p.seq_q), dtype=torch.float32, device=self.q.device)
+            p.lse = lse.data_ptr()
             check(lib.vcattn_gpu_preprocess(ctypes.byref(p), ws.data_ptr(), lay.total, stream.cuda_stream),
                   "vcattn_gpu_preprocess")
             self.ws.append((p, ws, lay))
@@ -396,8 +399,14 @@ class _OrderPair:
         outs = []
         for p, ws, lay in self.ws:
             out = torch.empty((2,) + tuple(self.q.shape[1:]), dtype=self.q.dtype, device=self.q.device)
+            # an LSE of its own: without one the kernel keeps the quantized pass's LSE in the
+            # workspace and the exact keys' merge rewrites it there, so two runs on this
+            # workspace at once (the method's P and the exact P, on two streams) would merge
+            # each other's LSE
+            lse = torch.empty((2, p.heads, p.seq_q), dtype=torch.float32, device=self.q.device)
             ws.record_stream(stream)  # made on the preprocessing's stream, read on this one
             p.o = out.data_ptr()
+            p.lse = lse.data_ptr()
             p.head_exact = self.ones.data_ptr() if exact else None
             check(lib.vcattn_gpu_attention_kernel(ctypes.byref(p), ws.data_ptr(), lay.total, stream.cuda_stream),
                   "vcattn_gpu_attention_kernel")
