@@ -109,6 +109,27 @@ def test_overlapping_policy_runs_share_no_state():
             np.testing.assert_array_equal(psnr[:, r], _gpu._psnr_heads(ref, got), err_msg=f"seed {seed}, recipe {r}")
 
 
+def test_attention_kernel_writes_nothing_of_its_workspace():
+    """Runs of one preprocessed workspace may overlap (the policy's measurement runs the method's
+    P and the exact P at once) only if the kernel half, given an LSE of its own, leaves the
+    workspace as the preprocessing wrote it but for the output flag: it once wrote each launch's
+    per-head exact-P choice there, and a run that read the other's skipped those heads."""
+    q, k, v = inputs(h=4, sq=300, skv=2000, seed=7)
+    g = torch.Generator().manual_seed(7)
+    perm = torch.stack([torch.randperm(2000, generator=g) for _ in range(4)])[None].to(torch.int32).cuda()
+    pair = _gpu._OrderPair(q, k, v, "HND", 128 ** -0.5, vcattn.DEFAULT_METHOD, perm)
+    pair.prepare()
+    (p, ws, lay), = pair.ws
+    flag = slice(lay.output_flag, lay.output_flag + 4)
+    before = ws.clone()
+    for exact in (True, False, True):
+        pair.run(exact)
+        torch.cuda.synchronize()
+        after = ws.clone()
+        after[flag] = before[flag]
+        assert torch.equal(before, after), f"exact={exact}: {int((before != after).sum())} workspace bytes changed"
+
+
 def test_layouts_and_strided_views_agree():
     q, k, v = inputs(layout="NHD")
     a = vcattn.attention(q, k, v, "NHD", method="sage2-8bit", strict=True)

@@ -277,6 +277,11 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
         a.perm = x.order;
     }
     cudaError_t e = vc_prep_launch(a, (int)(p->batch * p->heads), bf16, stream);
+    /* which heads need the DIRECT kernel: a function of the scales, so here, not in the kernel
+     * half (which then writes nothing a concurrent run on this workspace reads) */
+    if (e == cudaSuccess)
+        e = vc_direct_heads_launch(a.q_scale, a.k_scale, a.sq_pad, a.nkb, (float)(vc_sm(p) * VC_GPU_LOG2E),
+                                   (unsigned *)(w + L.direct_heads), (int)(p->batch * p->heads), stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 

@@ -69,11 +69,10 @@ struct vc_attn_args {
     float c0; /* (float)(softmax scale * log2 e) */
     float bm_descent; /* the block-max scale's fall per block, vc_blockmax_descent(nkb) */
     unsigned *output_flag; /* set (atomicOr 1) when a row's output or LSE is not finite */
-    const unsigned *direct_heads; /* per (batch, head): bit 0 where some scale a = 8c may pass
-                                     2^-7 (the DIRECT kernel's heads), bit 1 where the head
-                                     writes P by the exact exponential (direct_heads.cu) */
-    const uint8_t *head_exact;    /* the caller's per-head exact-P flags, NULL = none */
-    unsigned head_gate;           /* the bit 1 of the heads this launch runs (kernel.cuh) */
+    const unsigned *direct_heads; /* per (batch, head), from the preprocessing: VC_HEAD_DIRECT where
+                                     some scale a = 8c may pass 2^-7 (direct_heads.cu) */
+    const uint8_t *head_exact;    /* the caller's per-head exact-P flags, NULL = none: VC_HEAD_EXACT */
+    unsigned head_gate;           /* the VC_HEAD_EXACT bit of the heads this launch runs (kernel.cuh) */
 };
 
 /* Arguments of the exact keys' kernels (exact_keys.cu, src/exact_keys.h). */
@@ -92,10 +91,13 @@ struct vc_exact_args {
 cudaError_t vc_exact_order_launch(const vc_exact_args &a, int BH, int bf16, cudaStream_t s);
 cudaError_t vc_exact_merge_launch(const vc_exact_args &a, int BH, int in_bf16, int out_bf16, cudaStream_t s);
 
-/* direct_heads.cu: fills a.direct_heads (written by this launch, read by the kernels behind it) */
-#define VC_HEAD_DIRECT 1u /* a.direct_heads: the two-rounding P */
-#define VC_HEAD_EXACT 2u  /* a.direct_heads: the exact-exponential sibling's kernel */
-cudaError_t vc_direct_heads_launch(const vc_attn_args &a, int BH, cudaStream_t s);
+/* A head's kernel, as bits (kernel.cuh): */
+#define VC_HEAD_DIRECT 1u /* the two-rounding P (direct_heads.cu) */
+#define VC_HEAD_EXACT 2u  /* the exact-exponential sibling's kernel (the caller's head_exact) */
+/* direct_heads.cu: the VC_HEAD_DIRECT word per (batch, head) into flags, from the
+ * preprocessing's scales (q_scale (BH, sq_pad / 64, 32), k_scale (BH, nkb, 4)) */
+cudaError_t vc_direct_heads_launch(const float *q_scale, const float *k_scale, int sq_pad, int nkb, float c0,
+                                   unsigned *flags, int BH, cudaStream_t s);
 
 /* One 16-bit element's bits (BF16 or FP16) as FP32. */
 template <typename T>

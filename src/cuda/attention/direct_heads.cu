@@ -18,8 +18,9 @@
  * superset of those that need it, and inside the DIRECT kernel each thread
  * still decides on its own a.
  *
- * The same word carries the caller's per-head P choice (a plan's head recipes): bit 1 sends
- * the head to the exact-exponential sibling's kernels, launched behind the method's own. */
+ * Computed once by the preprocessing (from its scales), read by every attention kernel on that
+ * workspace: the kernel half writes nothing here, so runs of one preprocessing may overlap
+ * (the caller's per-head exact-P choice, VC_HEAD_EXACT, comes with each launch instead). */
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -30,7 +31,7 @@
 
 __global__ void __launch_bounds__(VC_DIRECT_THREADS)
     vc_direct_heads_kernel(const float *q_scale, const float *k_scale, int nq, int nk, float c0,
-                           const uint8_t *head_exact, unsigned *flags) {
+                           unsigned *flags) {
     __shared__ float red[2][VC_DIRECT_THREADS / 32];
     const int bh = blockIdx.x, tid = threadIdx.x;
     const float *qs = q_scale + (size_t)bh * nq, *ks = k_scale + (size_t)bh * nk;
@@ -52,15 +53,14 @@ __global__ void __launch_bounds__(VC_DIRECT_THREADS)
             km = fmaxf(km, red[1][w]);
         }
         const float cq = c0 * qm, c = cq * km; /* the kernel's products, in its order */
-        flags[bh] = (8.0f * c > VC_EXPCAST_MAGIC_MAX_A ? VC_HEAD_DIRECT : 0u) |
-                    (head_exact && head_exact[bh] ? VC_HEAD_EXACT : 0u);
+        flags[bh] = 8.0f * c > VC_EXPCAST_MAGIC_MAX_A ? VC_HEAD_DIRECT : 0u;
     }
 }
 
-cudaError_t vc_direct_heads_launch(const vc_attn_args &a, int BH, cudaStream_t s) {
+cudaError_t vc_direct_heads_launch(const float *q_scale, const float *k_scale, int sq_pad, int nkb, float c0,
+                                   unsigned *flags, int BH, cudaStream_t s) {
     /* q_scale: (BH, sq_pad / 64, 32); k_scale: (BH, nkb, 4) (api.cu's layout) */
-    const int nq = a.sq_pad / 64 * 32, nk = a.nkb * 4;
-    vc_direct_heads_kernel<<<BH, VC_DIRECT_THREADS, 0, s>>>(a.q_scale, a.k_scale, nq, nk, a.c0, a.head_exact,
-                                                           (unsigned *)a.direct_heads);
+    const int nq = sq_pad / 64 * 32, nk = nkb * 4;
+    vc_direct_heads_kernel<<<BH, VC_DIRECT_THREADS, 0, s>>>(q_scale, k_scale, nq, nk, c0, flags);
     return cudaGetLastError();
 }

@@ -56,8 +56,9 @@ __global__ void __launch_bounds__(VC_ATT_THREADS_OF(DH), 1)
     const int bh = blockIdx.y, qtile = blockIdx.x, nkb = a.nkb;
     /* each head runs in exactly one kernel: its P path (a.head_gate: the method's or the
      * exact sibling's) and DIRECT for the heads whose score scale needs the two-rounding P
-     * (direct_heads.cu); the whole CTA leaves */
-    if (a.direct_heads[bh] != (a.head_gate | (DIRECT ? VC_HEAD_DIRECT : 0u))) return;
+     * (direct_heads.cu, from the preprocessing); the whole CTA leaves */
+    const unsigned head = a.direct_heads[bh] | (a.head_exact && a.head_exact[bh] ? VC_HEAD_EXACT : 0u);
+    if (head != (a.head_gate | (DIRECT ? VC_HEAD_DIRECT : 0u))) return;
 
     if (tid == 0) {
         for (int s = 0; s < VC_ATT_STAGES; ++s) {
@@ -141,13 +142,12 @@ static cudaError_t vc_attn_launch_one(const vc_attn_args &a, const vc_tma_maps &
     return cudaGetLastError();
 }
 
-/* The flags of direct_heads.cu, then the fast kernel (its CTAs of flagged heads leave at
- * once) and the DIRECT kernel behind it (only flagged heads stay: for ordinary inputs none,
- * a launch whose CTAs all return). */
+/* The fast kernel (its CTAs of heads flagged by direct_heads.cu leave at once) and the DIRECT
+ * kernel behind it (only flagged heads stay: for ordinary inputs none, a launch whose CTAs all
+ * return). */
 template <int PP, typename OutT, int DH>
 static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
-    cudaError_t e = vc_direct_heads_launch(a, BH, s);
-    if (e == cudaSuccess) e = vc_attn_launch_one<PP, OutT, false, DH>(a, maps, BH, s);
+    cudaError_t e = vc_attn_launch_one<PP, OutT, false, DH>(a, maps, BH, s);
     if (e == cudaSuccess) e = vc_attn_launch_one<PP, OutT, true, DH>(a, maps, BH, s);
     return e;
 }
