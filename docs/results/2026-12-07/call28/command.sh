@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # call 28: the H200 targets only (on another card it stops at once): HunyuanVideo-1.5's padded
 # joint attention against cuDNN BF16 on the valid keys and the masked SDPA the model runs
-# (tests/gpu/masked_bench.py, issue 32's 1.7x), then the kernel alone at Wan 720p and
-# HunyuanVideo 720p with cuDNN BF16, SageAttention2 and cuDNN FP8 in the same run
+# (tests/gpu/masked_bench.py, issue 32's 1.7x), then the kernel alone at Wan 720p with
+# cuDNN BF16, SageAttention2 and cuDNN FP8 in the same run
 # (device_check.sh bench, issue 28's 1.74x; VC_BENCH_SHAPES overrides Wan 720p, VC_LIMIT the seconds).  .pre/main.tgz: main's build (a6ec771's sources).
 set -u
 export PATH=$PATH:/usr/local/cuda/bin
