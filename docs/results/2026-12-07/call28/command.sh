@@ -15,8 +15,9 @@ el "== masked"
 mkdir -p $OUT/masked
 VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout 220 python3 tests/gpu/masked_bench.py \
     --json $OUT/masked/masked_bench.json > $OUT/masked/masked.txt 2>&1; echo "masked rc $?"; tail -14 $OUT/masked/masked.txt
-el "== bench"
 left=$(( ${VC_LIMIT:-570} - ($(date +%s) - T0) ))
+[ $left -gt 90 ] || { el "no time left for the bench"; exit 0; }
+el "== bench"
 VC_BENCH_SHAPES="${VC_BENCH_SHAPES:-1,40,75600,75600,128}" VC_BENCH_METHODS=vsmooth-split-blockmax-8bit,sage2-8bit \
     OUT=$OUT/bench VC_PREBUILT=/tmp/pre timeout $left bash scripts/device_check.sh bench > $OUT/bench_stage.txt 2>&1
 echo "bench rc $?"; sed -n '/== summary/,$p' $OUT/bench_stage.txt | cut -c1-200; grep -E "SDPA cudnn|BENCH|FP8|sage" $OUT/bench/bench.txt 2>/dev/null | cut -c1-160 | head -20
