@@ -92,7 +92,7 @@ def test_overlapping_policy_runs_share_no_state():
     """On a layer long enough that the measurement's runs overlap in time (each one a few tiles
     walking 40,000 keys), the method's P and the exact P run at once on one preprocessed
     workspace: each must still give what it gives alone (they once shared the exact keys' LSE
-    in the workspace, and merged each other's).  Three draws, fresh inputs each."""
+    and the per-head kernel word in the workspace).  Three draws, fresh inputs each."""
     method, scale, rows, skv = vcattn.DEFAULT_METHOD, 128 ** -0.5, 256, 40_000
     ident = torch.arange(skv, dtype=torch.int32, device="cuda").expand(1, 4, skv).contiguous()
     ones = torch.ones((1, 4), dtype=torch.uint8, device="cuda")

@@ -198,6 +198,10 @@ static double vc_sm(const vcattn_gpu_params *p) {
     return p->softmax_scale > 0.0 ? p->softmax_scale : 1.0 / sqrt((double)p->head_dim);
 }
 
+/* The kernels' score scale in log2 units (vc_attn_args.c0): one rounding, shared by the
+ * attention kernel, the exact keys' merge and the DIRECT-head test, which must agree on it. */
+static float vc_c0(const vcattn_gpu_params *p) { return (float)(vc_sm(p) * VC_GPU_LOG2E); }
+
 /* Where the attention kernel writes the LSE: the caller's, or with exact keys (whose merge
  * reads it) the workspace's when the caller asks none; NULL = no LSE (nor q . mean). */
 static float *vc_lse_out(const vcattn_gpu_params *p, const uint8_t *w, const vcattn_gpu_layout &L) {
@@ -231,7 +235,7 @@ static vc_exact_args vc_exact_args_of(const vcattn_gpu_params *p, uint8_t *w, co
     x.Sq = (int)p->seq_q;
     x.D = (int)p->head_dim;
     x.n = (int)L.exact_keys;
-    x.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
+    x.c0 = vc_c0(p);
     return x;
 }
 
@@ -280,8 +284,8 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
     /* which heads need the DIRECT kernel: a function of the scales, so here, not in the kernel
      * half (which then writes nothing a concurrent run on this workspace reads) */
     if (e == cudaSuccess)
-        e = vc_direct_heads_launch(a.q_scale, a.k_scale, a.sq_pad, a.nkb, (float)(vc_sm(p) * VC_GPU_LOG2E),
-                                   (unsigned *)(w + L.direct_heads), (int)(p->batch * p->heads), stream);
+        e = vc_direct_heads_launch(a.q_scale, a.k_scale, a.sq_pad, a.nkb, vc_c0(p), (unsigned *)(w + L.direct_heads),
+                                   (int)(p->batch * p->heads), stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
 
@@ -367,7 +371,7 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     a.sq_pad = (int)L.sq_pad;
     a.skv_pad = (int)L.skv_pad;
     a.nkb = (int)(L.skv_pad / VC_BLOCK_K);
-    a.c0 = (float)(vc_sm(p) * VC_GPU_LOG2E);
+    a.c0 = vc_c0(p);
     a.bm_descent = vc_blockmax_descent(a.nkb);
     a.output_flag = flag;
     a.direct_heads = (const unsigned *)(w + L.direct_heads);
