@@ -19,7 +19,7 @@
 /* Fewest keys per exact key: short sequences keep n <= S / 16, so the quantized pass
  * always holds most keys (and a 16-key call keeps one). */
 #define VC_EXACT_KEYS_MIN_RATIO 16
-#define VC_EXACT_KEYS_MAX 16 /* what a method config may ask (the merge kernel gives each key a lane of each half-warp) */
+#define VC_EXACT_KEYS_MAX 16 /* what a method config may ask (the merge kernel's products are 16 keys wide) */
 
 /* The number of exact keys of a call with skv keys whose method asks for `wanted` (0 when
  * the call has no V-Smooth: the permutation is what carries them). */

@@ -46,6 +46,33 @@ def test_kernel_matches_simulation_and_reference(method):
     assert (lse.cpu() - ref_lse).abs().max().item() < 0.05
 
 
+@pytest.mark.parametrize("dtype,d", [(torch.bfloat16, 128), (torch.float16, 128), (torch.bfloat16, 64)])
+def test_exact_keys_merge_carries_sink_rows(dtype, d):
+    """Rows whose mass sits on 16 sink keys (large scores, 10x V): the output is the exact keys'
+    merge almost alone, so the GPU's merge must give the simulation's (FP32) values to within the
+    output's 16-bit rounding - a misplaced key, channel or row would be an O(1) error here, where
+    on ordinary rows the quantized pass's 1e-3 hides it."""
+    g = torch.Generator().manual_seed(11)
+    b, h, sq, skv = 1, 2, 300, 2000
+    u = torch.randn(h, 1, d, generator=g)
+    u = u / u.norm(dim=-1, keepdim=True)
+    q = torch.randn(b, h, sq, d, generator=g) * 0.5 + 2.0 * u
+    k = torch.randn(b, h, skv, d, generator=g)
+    v = torch.randn(b, h, skv, d, generator=g)
+    sinks = torch.stack([torch.randperm(skv, generator=g)[:16] for _ in range(h)])
+    for i in range(h):
+        k[0, i, sinks[i]] = 4.0 * d ** 0.5 * u[i]  # score ~ 8 against ~N(0, 0.5) elsewhere
+        v[0, i, sinks[i]] *= 10.0  # the largest V norms: these are the exact keys
+    q, k, v = (x.to(dtype) for x in (q, k, v))
+    perm = np.stack([np.random.default_rng(i).permutation(skv) for i in range(h)])[None].astype(np.int32)
+    out, lse = vcattn.attention(q.cuda(), k.cuda(), v.cuda(), plan=perm, return_lse=True, strict=True)
+    sim, sim_lse = vcattn.attention(q.float(), k.float(), v.float(), plan=perm, return_lse=True)
+    ref = vcattn.reference_attention(q.float(), k.float(), v.float())
+    assert rel(sim, ref) < 0.02  # the sinks carry the rows: the simulation's error is the exact part's
+    assert rel(out.cpu(), sim) < 4e-3, rel(out.cpu(), sim)
+    assert (lse.cpu() - sim_lse).abs().max().item() < 2e-3
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_policy_reference_is_fp32_accurate(dtype):
     """The policy's reference (BF16: the tensor cores with P split in two; FP16: FP32 matmuls)

@@ -2,9 +2,9 @@
  *   vc_key_norm     one thread per token: its V norm in channel order (the CPU's order);
  *   vc_key_order    one block per (batch, head): the n largest (n block-wide argmax rounds, a
  *                   total order), then the plan's order stably partitioned, them at its end;
- *   vc_exact_merge_rows  a warp per 4 query rows at a time: FP32 scores against the n exact
- *                   keys, their softmax and P V, merged with the quantized pass's output
- *                   and LSE (streamed through shared memory with cp.async).
+ *   vc_exact_merge_rows  a warp per 16 query rows at a time, on the tensor cores: the scores
+ *                   against the n exact keys, their softmax and P V, merged with the
+ *                   quantized pass's output and LSE.
  * The preprocessing runs the first two (the quantized pass reads the new order); the
  * attention call runs the merge after the attention kernel. */
 #include <cuda_bf16.h>
@@ -14,14 +14,7 @@
 
 #include "exact_keys.h"
 #include "gpu_common.cuh"
-#include "ptx/cp_async.cuh"
-
-template <typename T>
-__device__ __forceinline__ T vc_f32_to(float x);
-template <>
-__device__ __forceinline__ __nv_bfloat16 vc_f32_to<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ __forceinline__ __half vc_f32_to<__half>(float x) { return __float2half_rn(x); }
+#include "ptx/mma_sync.cuh"
 
 /* One thread per token: 8-byte loads, all issued before the sum, summed in channel order. */
 template <typename T, int D>
@@ -104,180 +97,188 @@ __global__ void __launch_bounds__(VC_ORDER_THREADS) vc_key_order(vc_exact_args a
     }
 }
 
-/* CPT channels per lane (lane l holds channels l*CPT ..); a warp computes R rows at once,
- * VC_MERGE_ROWS rows per block of VC_MERGE_WARPS warps, the exact keys' K and V in shared
- * memory per block. Each warp streams its rows' Q, O and LSE through VC_MERGE_STAGES slots of
- * shared memory with cp.async, so the loads of the next steps are in flight while it computes.
- * A lane copies exactly the channels it reads back: only the LSE slot is shared in the warp.
- * The loop is issue-bound on dependent shuffles and FMAs: it needs warps to hide them, so two
- * blocks share an SM (VC_MERGE_BLOCKS_PER_SM: <= 128 registers, no spill; 2 x 82 KB of shared
- * memory at D = 128). */
-#define VC_MERGE_ROWS 1024
-#define VC_MERGE_WARPS 8
-#define VC_MERGE_BLOCKS_PER_SM 2
-#define VC_MERGE_ROWS_PER_STEP 4 /* rows a warp computes at once */
-#define VC_MERGE_STAGES 4
+/* The merge on the tensor cores (mma.sync m16n8k16: 16-bit inputs, exact products, FP32 sums): a
+ * warp takes 16 query rows at a time.  S = Q K_e^T over the n exact keys, padded to 16 with
+ * zero rows (P is 0 there; a zero V row keeps 0 * garbage out of u), gives each quad of lanes
+ * one row's 16 scores in the accumulator's registers, so the row max and sum are two shuffles
+ * each; P, split into two 16-bit parts (hi + lo: ~2^-17 relative in BF16), is the A operand of
+ * u = P V_e as it lies in those registers.  K_e and V_e sit in shared memory (ldmatrix); Q and
+ * O are read straight from global memory in the fragments' layout, every load of a tile issued
+ * before its first product.  The quantized pass's own error is 1e-3 and up; the merge's
+ * arithmetic adds ~1e-6 (its check: gpu_check against the simulation).  The CUDA-core form it
+ * replaces (a warp per 4 rows, FP32 FMAs and transposing shuffles) was issue-bound: 1.45 ms
+ * of a 105 ms call at (1,16,112300,128) on the H100 (docs/kernel-log.md). */
+#define VC_MERGE_WARPS 4
+#define VC_MERGE_TILES 8 /* 16-row tiles per warp: a block merges 512 rows */
+#define VC_MERGE_PITCH(D) ((D) + 8) /* smem row pitch (elements): ldmatrix's 8 rows on distinct banks */
 
-/* One warp's staging slot: R rows of Q (T) and O (TO), then R LSE values. */
-template <typename T, typename TO, int D>
-__host__ __device__ constexpr int vc_merge_slot_bytes() {
-    return VC_MERGE_ROWS_PER_STEP * D * (int)(sizeof(T) + sizeof(TO)) + VC_MERGE_ROWS_PER_STEP * 4;
-}
-
-template <typename T, typename TO, int D>
-__host__ __device__ constexpr int vc_merge_smem_bytes() {
-    return 2 * VC_EXACT_KEYS_MAX * D * 4 + VC_MERGE_WARPS * VC_MERGE_STAGES * vc_merge_slot_bytes<T, TO, D>();
-}
-
-template <typename T, int CPT>
-__device__ __forceinline__ void vc_store_row(T *row, int lane, const float (&x)[CPT]) {
-    uint16_t h[CPT];
-#pragma unroll
-    for (int i = 0; i < CPT; ++i) {
-        const T v = vc_f32_to<T>(x[i]);
-        h[i] = *reinterpret_cast<const uint16_t *>(&v);
+/* The product and the 16-bit pairs of one input type. */
+template <typename T>
+struct vc_mma16;
+template <>
+struct vc_mma16<__nv_bfloat16> {
+    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+        mma_bf16_16816(c, a, b);
     }
-    uint16_t *p = reinterpret_cast<uint16_t *>(row) + lane * CPT;
-    if (CPT == 4) *reinterpret_cast<uint2 *>(p) = make_uint2(h[0] | (uint32_t)h[1] << 16, h[2] | (uint32_t)h[3] << 16);
-    else *reinterpret_cast<uint32_t *>(p) = h[0] | (uint32_t)h[1] << 16;
-}
-
-/* One level of the transposing butterfly: lanes with bit OFF keep the upper half of the
- * values, send the lower half, and add what the partner sent. */
-template <int OFF, int N>
-__device__ __forceinline__ void vc_transpose_level(float (&p)[N], int lane) {
-    const bool up = lane & OFF;
-#pragma unroll
-    for (int i = 0; i < OFF; ++i) {
-        float keep = p[i], send = p[i + OFF];
-        if (up) { const float t = keep; keep = send; send = t; } /* predicated moves */
-        p[i] = keep + __shfl_xor_sync(0xffffffffu, send, OFF);
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        const __nv_bfloat162 r = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t *>(&r);
     }
+    static __device__ __forceinline__ float2 unpack(uint32_t w) {
+        return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w));
+    }
+};
+template <>
+struct vc_mma16<__half> {
+    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+        mma_f16_16816(c, a, b);
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        const __half2 r = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t *>(&r);
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t w) {
+        return __half22float2(*reinterpret_cast<const __half2 *>(&w));
+    }
+};
+
+/* Two P values as the A operand's hi and lo words: hi = 16-bit(p), lo = 16-bit(p - hi). */
+template <typename T>
+__device__ __forceinline__ void vc_p_split(float p0, float p1, uint32_t &hi, uint32_t &lo) {
+    hi = vc_mma16<T>::pack(p0, p1);
+    const float2 h = vc_mma16<T>::unpack(hi);
+    lo = vc_mma16<T>::pack(p0 - h.x, p1 - h.y);
 }
 
-template <typename T, typename TO, int CPT>
-__global__ void __launch_bounds__(32 * VC_MERGE_WARPS, VC_MERGE_BLOCKS_PER_SM) vc_exact_merge_rows(vc_exact_args a) {
-    constexpr int D = CPT * 32, NJ = VC_EXACT_KEYS_MAX, R = VC_MERGE_ROWS_PER_STEP, NS = VC_MERGE_STAGES;
-    constexpr int STEPS = VC_MERGE_ROWS / (VC_MERGE_WARPS * R); /* steps per warp */
-    extern __shared__ float kv[]; /* [NJ][D] K then [NJ][D] V of the exact keys, FP32; the slots */
-    const int bh = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+template <typename T, typename TO, int D>
+__global__ void __launch_bounds__(32 * VC_MERGE_WARPS) vc_exact_merge_rows(vc_exact_args a) {
+    constexpr int KS = D / 16, CT = D / 8, LD = VC_MERGE_PITCH(D);
+    static_assert(VC_EXACT_KEYS_MAX <= 16, "the products are 16 keys wide");
+    __shared__ __align__(16) uint16_t sk[16 * LD], sv[16 * LD];
+    const int bh = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int b = bh / a.H, h = bh % a.H, n = a.n;
     const int32_t *tok = a.order + (int64_t)bh * a.S + (a.S - n);
-    float *ks = kv, *vs = kv + NJ * D;
-    uint8_t *slots = reinterpret_cast<uint8_t *>(kv + 2 * NJ * D) + warp * NS * vc_merge_slot_bytes<T, TO, D>();
-    const int r_begin = blockIdx.x * VC_MERGE_ROWS, r_end = min(a.Sq, r_begin + VC_MERGE_ROWS);
+    for (int i = threadIdx.x; i < 16 * (D / 4); i += blockDim.x) {
+        const int j = i / (D / 4), c = (i % (D / 4)) * 4;
+        uint2 kx = make_uint2(0u, 0u), vx = kx;
+        if (j < n) {
+            const int64_t tk = tok[j];
+            kx = *reinterpret_cast<const uint2 *>((const T *)a.k + b * a.k_stride[0] + h * a.k_stride[1] +
+                                                  tk * a.k_stride[2] + c);
+            vx = *reinterpret_cast<const uint2 *>((const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1] +
+                                                  tk * a.v_stride[2] + c);
+        }
+        *reinterpret_cast<uint2 *>(&sk[j * LD + c]) = kx;
+        *reinterpret_cast<uint2 *>(&sv[j * LD + c]) = vx;
+    }
+    __syncthreads();
     const T *qh = (const T *)a.q + b * a.q_stride[0] + h * a.q_stride[1];
     TO *oh = (TO *)a.o + b * a.o_stride[0] + h * a.o_stride[1];
     float *lse = a.lse + (int64_t)bh * a.Sq;
-    auto q_slot = [&](int s) { return reinterpret_cast<T *>(slots + s * vc_merge_slot_bytes<T, TO, D>()); };
-    auto o_slot = [&](int s) { return reinterpret_cast<TO *>(q_slot(s) + R * D); };
-    auto l_slot = [&](int s) { return reinterpret_cast<float *>(o_slot(s) + R * D); };
-    auto first_row = [&](int k) { return r_begin + (k * VC_MERGE_WARPS + warp) * R; };
-    /* step k's rows into slot k % NS (past the end: a copy of the last row, not stored); an
-     * empty group past the warp's last step keeps the wait counts uniform */
-    auto issue = [&](int k) {
-        const int row0 = first_row(k);
-        if (k < STEPS && row0 < r_end) {
-            const int s = k % NS;
+    /* ldmatrix's row of this lane: matrix lane / 8, its row lane % 8 */
+    const int mi = lane / 8, mr = lane % 8;
+    for (int tile = 0; tile < VC_MERGE_TILES; ++tile) {
+        const int row0 = (blockIdx.x * VC_MERGE_TILES + tile) * (16 * VC_MERGE_WARPS) + warp * 16;
+        if (row0 >= a.Sq) break; /* warp-uniform */
+        /* rows g and g + 8 of the tile (past the end: the last row again, not stored) */
+        const int rg[2] = {row0 + g, row0 + g + 8};
+        const int ra = min(rg[0], a.Sq - 1), rb = min(rg[1], a.Sq - 1);
+        const uint32_t *qa = reinterpret_cast<const uint32_t *>(qh + (int64_t)ra * a.q_stride[2]);
+        const uint32_t *qb = reinterpret_cast<const uint32_t *>(qh + (int64_t)rb * a.q_stride[2]);
+        uint32_t *oa = reinterpret_cast<uint32_t *>(oh + (int64_t)ra * a.o_stride[2]);
+        uint32_t *ob = reinterpret_cast<uint32_t *>(oh + (int64_t)rb * a.o_stride[2]);
+        /* A of S (row-major 16 x 16 per k-step): (g, 2t..), (g+8, 2t..), (g, 2t+8..), (g+8, 2t+8..);
+         * O as the accumulator lies: (g, 8ct + 2t..), (g+8, 8ct + 2t..) */
+        uint32_t qf[KS][4], of[CT][2];
 #pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const int64_t row = min(row0 + r, r_end - 1);
-                cp_async_small<2 * CPT>(q_slot(s) + r * D + lane * CPT, qh + row * a.q_stride[2] + lane * CPT);
-                cp_async_small<2 * CPT>(o_slot(s) + r * D + lane * CPT, oh + row * a.o_stride[2] + lane * CPT);
-            }
-            if (lane < R) cp_async_small<4>(l_slot(s) + lane, lse + min(row0 + lane, r_end - 1));
+        for (int ks = 0; ks < KS; ++ks) {
+            qf[ks][0] = qa[8 * ks + t];
+            qf[ks][1] = qb[8 * ks + t];
+            qf[ks][2] = qa[8 * ks + 4 + t];
+            qf[ks][3] = qb[8 * ks + 4 + t];
         }
-        cp_async_commit();
-    };
 #pragma unroll
-    for (int k = 0; k < NS - 1; ++k) issue(k);
-
-    for (int j = warp; j < n; j += VC_MERGE_WARPS) {
-        const int64_t t = tok[j];
-        float x[CPT];
-        vc_load_row<T, CPT>((const T *)a.k + b * a.k_stride[0] + h * a.k_stride[1] + t * a.k_stride[2], lane, x);
+        for (int ct = 0; ct < CT; ++ct) {
+            of[ct][0] = oa[4 * ct + t];
+            of[ct][1] = ob[4 * ct + t];
+        }
+        const float lq[2] = {lse[ra], lse[rb]};
+        /* S: keys 0-7 and 8-15; B from K_e [key][channel] (matrices: keys 0-7 | 8-15 x channels
+         * +0 | +8 of the k-step) */
+        float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
-        for (int c = 0; c < CPT; ++c) ks[j * D + lane * CPT + c] = x[c];
-        vc_load_row<T, CPT>((const T *)a.v + b * a.v_stride[0] + h * a.v_stride[1] + t * a.v_stride[2], lane, x);
+        for (int ks = 0; ks < KS; ++ks) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, &sk[((mi / 2) * 8 + mr) * LD + 16 * ks + (mi % 2) * 8]);
+            const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+            vc_mma16<T>::mma(s[0], qf[ks], b0);
+            vc_mma16<T>::mma(s[1], qf[ks], b1);
+        }
+        /* s[nt][e]: row g (e < 2) or g + 8, key 8 nt + 2t + e % 2; the row's 16 are the quad's */
+        float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int c = 0; c < CPT; ++c) vs[j * D + lane * CPT + c] = x[c];
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                s[nt][e] = 8 * nt + 2 * t + e % 2 < n ? s[nt][e] * a.c0 : -INFINITY;
+                mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
+            }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                s[nt][e] = exp2f(s[nt][e] - mx[e / 2]);
+                l[e / 2] += s[nt][e];
+            }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        }
+        /* P as the A operand of P V (k = the 16 keys): the accumulator of S as it lies */
+        uint32_t ph[4], pl[4];
+        vc_p_split<T>(s[0][0], s[0][1], ph[0], pl[0]);
+        vc_p_split<T>(s[0][2], s[0][3], ph[1], pl[1]);
+        vc_p_split<T>(s[1][0], s[1][1], ph[2], pl[2]);
+        vc_p_split<T>(s[1][2], s[1][3], ph[3], pl[3]);
+        /* u = P V_e, two channel tiles a load (matrices: keys 0-7 | 8-15 x tile ct | ct + 1) */
+        float u[CT][4];
+#pragma unroll
+        for (int ct = 0; ct < CT; ++ct) u[ct][0] = u[ct][1] = u[ct][2] = u[ct][3] = 0.0f;
+#pragma unroll
+        for (int ct = 0; ct < CT; ct += 2) {
+            uint32_t vb[4];
+            ldmatrix_x4_trans(vb, &sv[((mi % 2) * 8 + mr) * LD + 8 * (ct + mi / 2)]);
+            const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+            vc_mma16<T>::mma(u[ct], ph, b0);
+            vc_mma16<T>::mma(u[ct], pl, b0);
+            vc_mma16<T>::mma(u[ct + 1], ph, b1);
+            vc_mma16<T>::mma(u[ct + 1], pl, b1);
+        }
+        const vc_exact_merge mg[2] = {vc_exact_merge_of(lq[0], mx[0], l[0]), vc_exact_merge_of(lq[1], mx[1], l[1])};
+        bool finite = isfinite(mg[0].lse) && isfinite(mg[1].lse);
+#pragma unroll
+        for (int ct = 0; ct < CT; ++ct)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const float2 o = vc_mma16<TO>::unpack(of[ct][r]);
+                const float y0 = vc_exact_merge_out(mg[r], o.x, u[ct][2 * r]);
+                const float y1 = vc_exact_merge_out(mg[r], o.y, u[ct][2 * r + 1]);
+                finite &= isfinite(y0) && isfinite(y1);
+                if (rg[r] < a.Sq) (r ? ob : oa)[4 * ct + t] = vc_mma16<TO>::pack(y0, y1);
+            }
+        if (t == 0) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+                if (rg[r] < a.Sq) lse[rg[r]] = mg[r].lse;
+        }
+        if (__any_sync(0xffffffffu, !finite) && lane == 0) atomicOr(a.output_flag, 1u);
     }
-    __syncthreads();
-    for (int k = 0; k < STEPS && first_row(k) < r_end; ++k) {
-        const int row0 = first_row(k), s = k % NS;
-        issue(k + NS - 1); /* into the slot step k - 1 read */
-        cp_async_wait<NS - 1>();
-        __syncwarp(); /* the LSE slot was written by lanes 0..R-1 */
-        /* R rows at once: each K and V value read from shared memory serves R rows */
-        float q[R][CPT], o[R][CPT], u[R][CPT], part[R][NJ], lse_q[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            vc_load_row<T, CPT>(q_slot(s) + r * D, lane, q[r]);
-            vc_load_row<TO, CPT>(o_slot(s) + r * D, lane, o[r]);
-            lse_q[r] = l_slot(s)[r];
-        }
-        __syncwarp(); /* every lane has read the LSE slot before step k + 1 refills it */
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-            float k[CPT];
-#pragma unroll
-            for (int c = 0; c < CPT; ++c) k[c] = j < n ? ks[j * D + lane * CPT + c] : 0.0f;
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                part[r][j] = 0.0f;
-#pragma unroll
-                for (int c = 0; c < CPT; ++c) part[r][j] = fmaf(q[r][c], k[c], part[r][j]);
-            }
-        }
-        /* a transposing butterfly over lanes 0-15 (15 shuffles), then the two halves of the
-         * channels (1): lane l holds key (l % 16)'s whole dot product */
-        float sj[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            vc_transpose_level<8>(part[r], lane);
-            vc_transpose_level<4>(part[r], lane);
-            vc_transpose_level<2>(part[r], lane);
-            vc_transpose_level<1>(part[r], lane);
-            const float dot = part[r][0] + __shfl_xor_sync(0xffffffffu, part[r][0], 16);
-            sj[r] = lane % 16 < n ? dot * a.c0 : -INFINITY;
-        }
-        float m2[R], pj[R], l[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            m2[r] = vc_warp_max(sj[r]);
-            pj[r] = lane % 16 < n ? exp2f(sj[r] - m2[r]) : 0.0f;
-            l[r] = 0.5f * vc_warp_sum(pj[r]); /* every key counted in two lanes: exact halving */
-#pragma unroll
-            for (int c = 0; c < CPT; ++c) u[r][c] = 0.0f;
-        }
-        for (int j = 0; j < n; ++j) {
-            float v[CPT];
-#pragma unroll
-            for (int c = 0; c < CPT; ++c) v[c] = vs[j * D + lane * CPT + c];
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                const float pb = __shfl_sync(0xffffffffu, pj[r], j);
-#pragma unroll
-                for (int c = 0; c < CPT; ++c) u[r][c] = fmaf(pb, v[c], u[r][c]);
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const vc_exact_merge mg = vc_exact_merge_of(lse_q[r], m2[r], l[r]);
-            bool finite = isfinite(mg.lse);
-#pragma unroll
-            for (int c = 0; c < CPT; ++c) {
-                o[r][c] = vc_exact_merge_out(mg, o[r][c], u[r][c]);
-                finite &= isfinite(o[r][c]);
-            }
-            if (row0 + r < r_end) {
-                vc_store_row<TO, CPT>(oh + (int64_t)(row0 + r) * a.o_stride[2], lane, o[r]);
-                if (lane == 0) lse[row0 + r] = mg.lse;
-                if (__any_sync(0xffffffffu, !finite) && lane == 0) atomicOr(a.output_flag, 1u);
-            }
-        }
-    }
-    cp_async_wait<0>();
 }
 
 cudaError_t vc_exact_order_launch(const vc_exact_args &a, int BH, int bf16, cudaStream_t s) {
@@ -293,25 +294,22 @@ cudaError_t vc_exact_order_launch(const vc_exact_args &a, int BH, int bf16, cuda
     return cudaGetLastError();
 }
 
-template <typename T, typename TO, int CPT>
+template <typename T, typename TO, int D>
 static cudaError_t vc_exact_merge_one(const vc_exact_args &a, dim3 grid, cudaStream_t s) {
-    constexpr int smem = vc_merge_smem_bytes<T, TO, CPT * 32>(); /* above 48 KB: opt in */
-    const cudaError_t e = cudaFuncSetAttribute(vc_exact_merge_rows<T, TO, CPT>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return e;
-    vc_exact_merge_rows<T, TO, CPT><<<grid, 32 * VC_MERGE_WARPS, smem, s>>>(a);
+    vc_exact_merge_rows<T, TO, D><<<grid, 32 * VC_MERGE_WARPS, 0, s>>>(a);
     return cudaGetLastError();
 }
 
-template <int CPT>
+template <int D>
 static cudaError_t vc_exact_merge_t(const vc_exact_args &a, dim3 grid, int in_bf16, int out_bf16, cudaStream_t s) {
-    if (in_bf16 && out_bf16) return vc_exact_merge_one<__nv_bfloat16, __nv_bfloat16, CPT>(a, grid, s);
-    if (in_bf16) return vc_exact_merge_one<__nv_bfloat16, __half, CPT>(a, grid, s);
-    if (out_bf16) return vc_exact_merge_one<__half, __nv_bfloat16, CPT>(a, grid, s);
-    return vc_exact_merge_one<__half, __half, CPT>(a, grid, s);
+    if (in_bf16 && out_bf16) return vc_exact_merge_one<__nv_bfloat16, __nv_bfloat16, D>(a, grid, s);
+    if (in_bf16) return vc_exact_merge_one<__nv_bfloat16, __half, D>(a, grid, s);
+    if (out_bf16) return vc_exact_merge_one<__half, __nv_bfloat16, D>(a, grid, s);
+    return vc_exact_merge_one<__half, __half, D>(a, grid, s);
 }
 
 cudaError_t vc_exact_merge_launch(const vc_exact_args &a, int BH, int in_bf16, int out_bf16, cudaStream_t s) {
-    const dim3 grid((a.Sq + VC_MERGE_ROWS - 1) / VC_MERGE_ROWS, BH);
-    return a.D == 128 ? vc_exact_merge_t<4>(a, grid, in_bf16, out_bf16, s) : vc_exact_merge_t<2>(a, grid, in_bf16, out_bf16, s);
+    constexpr int rows = VC_MERGE_TILES * 16 * VC_MERGE_WARPS; /* a block's */
+    const dim3 grid((a.Sq + rows - 1) / rows, BH);
+    return a.D == 128 ? vc_exact_merge_t<128>(a, grid, in_bf16, out_bf16, s) : vc_exact_merge_t<64>(a, grid, in_bf16, out_bf16, s);
 }

@@ -1,6 +1,7 @@
 /* mma_sync.cuh - the warp-level (Ampere-style) tensor-core product and the shared-memory
  * fragment loads that feed it: used where a kernel needs FP32 accumulation of exact BF16
- * products without the warpgroup machinery (the GPU k-means, the policy's reference rows). */
+ * products without the warpgroup machinery (the GPU k-means, the policy's reference rows, the
+ * exact keys' merge). */
 #pragma once
 #include <stdint.h>
 
@@ -11,6 +12,14 @@
  * B (16x8, k-major): {(2t..2t+1, g), (2t+8..2t+9, g)}; C: {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}. */
 __device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* The same with FP16 inputs. */
+__device__ __forceinline__ void mma_f16_16816(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
