@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
 # call 32: the exact keys' merge on the tensor cores (.pre/tree.tgz) against main's build
 # (.pre/main.tgz), and the head-recipe measurement launched longest chain first:
-#   gpu_check check of the tree (its hashes: the merge's arithmetic changed), memcheck of the merge,
-#   the GPU tests with the tree, A/B of the two builds (kernel alone and full call, 2 rounds),
-#   policy_cost.py with main's python + build and with the tree's
+#   gpu_check check of the tree (its hashes against call 22's: the merge's arithmetic changed, so
+#   the V-Smooth methods' change and sage2-8bit's must not), the GPU tests, memcheck of the merge,
+#   A/B of the two builds (kernel alone and full call, alternated rounds; sage2-8bit has no exact
+#   keys: the control), then policy_cost.py with the tree (call 31 ran main's)
 set -u
+export PATH=$PATH:/usr/local/cuda/bin
 OUT=${OUT:-out}; mkdir -p $OUT; OUT=$(cd $OUT && pwd)
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee $OUT/gpu.txt
-mkdir -p /tmp/pre /tmp/tree /tmp/head && tar -xzf .pre/main.tgz -C /tmp/pre && tar -xzf .pre/tree.tgz -C /tmp/tree \
-  && tar -xzf .pre/python_head.tgz -C /tmp/head
-el "== check"
-timeout 200 /tmp/tree/gpu_check check > $OUT/check_tree.txt 2>&1; echo "check rc $?"; grep -ciE "fail|bad" $OUT/check_tree.txt; tail -3 $OUT/check_tree.txt
-el "== memcheck"
-timeout 90 compute-sanitizer --tool memcheck /tmp/tree/gpu_check small > $OUT/memcheck.txt 2>&1; echo "memcheck rc $?"; tail -2 $OUT/memcheck.txt
-el "== tests"
-VCATTN_LIBRARY=/tmp/tree/libvcattn.so PYTHONPATH=python timeout 150 python3 -m pytest -q python/tests/test_gpu.py > $OUT/tests.txt 2>&1; tail -3 $OUT/tests.txt
-el "== ab"
-timeout 200 bash dev/ab_bench.sh "/tmp/pre /tmp/tree" "1,16,112300,112300,128 1,40,75600,75600,128 1,48,17550,17550,64 1,40,8192,8192,128" 2 > $OUT/ab.txt 2>&1
-grep -E "SDPA cudnn|vsmooth-split" $OUT/ab.txt | cut -c1-170
-el "== policy"
-for tree in head tree; do
-  py=$PWD/python lib=/tmp/tree; [ $tree = head ] && py=/tmp/head/python lib=/tmp/pre
-  (cd tests/gpu && VCATTN_LIBRARY=$lib/libvcattn.so PYTHONPATH=$py timeout 150 python3 policy_cost.py --vcattn-bin $lib/vcattn \
-     --inputs video-long-wan720p-sinks,video-long-wan720p --json $OUT/policy_cost_$tree.json 2>&1 | cut -c1-250 | tee $OUT/policy_cost_$tree.txt)
-done
+mkdir -p /tmp/pre /tmp/tree && tar -xzf .pre/main.tgz -C /tmp/pre && tar -xzf .pre/tree.tgz -C /tmp/tree
+el "== check (tree)"
+timeout 100 /tmp/tree/gpu_check check > $OUT/check.txt 2>&1; echo "check rc $?"; grep -E ": [0-9]+ failed" $OUT/check.txt
+sed -nE 's/^\S+ +(\([0-9,]+\)) +(\S+) .*out ([0-9a-f]{16}).*/\1 \2 \3/p' $OUT/check.txt > $OUT/hash.txt
+diff $OUT/hash.txt docs/results/2026-12-07/call22/out/hash_base.txt | grep -c "^<" ; diff $OUT/hash.txt docs/results/2026-12-07/call22/out/hash_base.txt | grep "^<" | awk '{print $3}' | sort | uniq -c
+el "== GPU Python tests (tree)"
+VCATTN_LIBRARY=/tmp/tree/libvcattn.so PYTHONPATH=python timeout 150 python3 -m pytest -q python/tests/test_gpu.py > $OUT/pytest_gpu.txt 2>&1; tail -4 $OUT/pytest_gpu.txt
+el "== memcheck small (tree)"
+timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/tree/gpu_check small > $OUT/san_memcheck.txt 2>&1
+echo "memcheck rc $?"; grep -E "ERROR SUMMARY" $OUT/san_memcheck.txt | tail -1
+el "== A/B main vs tree"
+for r in 1 2; do for s in "1 16 112300 112300 128" "1 40 75600 75600 128" "1 48 17550 17550 64"; do for v in pre tree; do
+  VC_BENCH_METHODS=vsmooth-split-blockmax-8bit,sage2-8bit timeout 60 /tmp/$v/gpu_bench bench $s 5 2>&1 | grep BENCH | sed "s|^|[$v r$r] |" >> $OUT/ab.txt
+done; done; done
+cut -c1-175 $OUT/ab.txt
+el "== policy cost (tree)"
+(cd tests/gpu && VCATTN_LIBRARY=/tmp/tree/libvcattn.so PYTHONPATH=$PWD/../../python timeout 150 python3 policy_cost.py --vcattn-bin /tmp/tree/vcattn \
+   --inputs video-long-wan720p-sinks,video-long-wan720p --json $OUT/policy_cost.json 2>&1 | cut -c1-250 | tee $OUT/policy_cost.txt)
 el end
