@@ -105,9 +105,9 @@ __global__ void __launch_bounds__(VC_ORDER_THREADS) vc_key_order(vc_exact_args a
  * u = P V_e as it lies in those registers.  K_e and V_e sit in shared memory (ldmatrix); Q and
  * O are read straight from global memory in the fragments' layout, every load of a tile issued
  * before its first product.  The quantized pass's own error is 1e-3 and up; the merge's
- * arithmetic adds ~1e-6 (its check: gpu_check against the simulation).  The CUDA-core form it
- * replaces (a warp per 4 rows, FP32 FMAs and transposing shuffles) was issue-bound: 1.45 ms
- * of a 105 ms call at (1,16,112300,128) on the H100 (docs/kernel-log.md). */
+ * arithmetic adds ~1e-6 (its check: gpu_check against the simulation).  Why not FP32 FMAs on
+ * the CUDA cores: per row they need 16 dot products reduced across the warp, and that form is
+ * bound by issue, not by memory (docs/kernel-log.md, "The exact keys' merge on the tensor cores"). */
 #define VC_MERGE_WARPS 4
 #define VC_MERGE_TILES 8 /* 16-row tiles per warp: a block merges 512 rows */
 #define VC_MERGE_PITCH(D) ((D) + 8) /* smem row pitch (elements): ldmatrix's 8 rows on distinct banks */
