@@ -444,33 +444,33 @@ def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, pol
     # Each run is a few CTAs per head, each walking every key: on a layer of few heads the GPU is
     # mostly idle and the runs' latencies, not their work, are the cost.  So the method's runs
     # (both orders), where the policy may read it and all the runs' CTAs fit on the SMs at once
-    # the exact-P pair ahead of need (read only where measure_in_order asks), the reference and
-    # sage2-8bit's run go on side streams of their own, launched longest chain first (the host
-    # takes about as long to launch a run as the GPU to run its preprocessing): the pair's
-    # preprocessing (its key order is one CTA per head), then the reference, then the host's run.
+    # the exact-P pair ahead of need (read only where measure_in_order asks), and sage2-8bit's run
+    # go on side streams of their own, the pair first (its preprocessing is the longest chain),
+    # and the reference last, on this stream: its CTAs fill every SM in waves, so a run launched
+    # after it would wait for them (launched first, it cost the 4-head video layers' measurement
+    # 0.5-0.8 ms: docs/kernel-log.md).
     b, h = perm.shape[0], perm.shape[1]
     ctas = b * h * -(-n // 128)  # the attention kernel's 128-row tiles, one order
     sms = torch.cuda.get_device_properties(q.device).multi_processor_count
     ahead = policy == "faithful" or (policy == "floor" and 5 * ctas <= sms)
     cur = torch.cuda.current_stream(q.device)
-    sides = [torch.cuda.Stream(device=q.device) for _ in range(4 if ahead else 3)]
+    sides = [torch.cuda.Stream(device=q.device) for _ in range(3 if ahead else 2)]
     for st in sides:
         st.wait_stream(cur)
     with torch.cuda.stream(sides[1]):
         pair.prepare()
         outs[0], outs[1] = pair.run(exact=False)
     if ahead:
-        with torch.cuda.stream(sides[3]):
+        with torch.cuda.stream(sides[2]):
             outs[2], outs[3] = pair.run(exact=True)
-    qh, kh, vh = (x if layout == "HND" else x.transpose(1, 2) for x in (qs, k, v))
-    with torch.cuda.stream(sides[2]):
-        ref = reference_rows(qh, kh, vh, float(sm_scale))
     with torch.cuda.stream(sides[0]):
         host, _ = attention(qs, k, v, layout, sm_scale, False, "sage2-8bit", None, True)
         host = host if layout == "HND" else host.transpose(1, 2)
+    qh, kh, vh = (x if layout == "HND" else x.transpose(1, 2) for x in (qs, k, v))
+    ref = reference_rows(qh, kh, vh, float(sm_scale))
     for st in sides:
         cur.wait_stream(st)
-    for t in [ref, host] + list(outs.values()):
+    for t in [host] + list(outs.values()):
         t.record_stream(cur)  # made on a side stream, read and freed on this one
     # the PSNRs of every output there is, read back at once (one synchronization)
     have = sorted(outs)

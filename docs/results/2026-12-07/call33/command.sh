@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# call 33 (on call 32's machine, left warm): the measurement main vs the tree (reference launched first), alternated
+mkdir -p /tmp/pre /tmp/tree /tmp/head; tar -xzf .pre/main.tgz -C /tmp/pre; tar -xzf .pre/tree.tgz -C /tmp/tree; tar -xzf .pre/python_head.tgz -C /tmp/head; cd tests/gpu; for r in 1 2; do for t in head tree; do py=$PWD/../../python; lib=/tmp/tree; [ $t = head ] && py=/tmp/head/python lib=/tmp/pre; VCATTN_LIBRARY=$lib/libvcattn.so PYTHONPATH=$py timeout 100 python3 policy_cost.py --vcattn-bin $lib/vcattn --inputs video-long-wan720p-sinks,video-long-wan720p --json $OUT/pc_${t}$r.json 2>&1 | grep "^==" | cut -c1-200 | sed "s/^/[$t r$r] /"; done; done
