@@ -316,3 +316,19 @@ def test_copied_plans_and_caches_are_separate():
         assert torch.equal(twin.attention("L", q, k, v), first)        # reuses its copied plan
         assert twin["L"].history == [(0, "group"), (1, "reuse")]
     assert cache["L"].history == [(0, "group")]                         # the original is untouched
+
+
+def test_policy_psnrs_read_back_at_once_are_each_ones_own():
+    """measure_recipes reads the PSNRs of every recipe back in one copy: each row must be
+    what that output gives alone (the per-head choice compares them with the floor), in the
+    outputs' order (here their errors grow, so their PSNRs fall)."""
+    from vcattn import _gpu
+
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(1, 3, 64, 32, generator=g)
+    outs = [ref + s * torch.randn(1, 3, 64, 32, generator=g) for s in (1e-3, 1e-2, 3e-2)]
+    together = _gpu._psnr_heads(ref, *outs)
+    assert together.shape == (3, 3)
+    for i, o in enumerate(outs):
+        np.testing.assert_array_equal(together[i], _gpu._psnr_heads(ref, o))
+    assert (together[0] > together[1]).all() and (together[1] > together[2]).all()
