@@ -19,8 +19,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "python"))
+sys.path.insert(0, os.path.join(here, "..", "tests", "gpu"))
 import vcattn  # noqa: E402
+from masked_bench import timed as wall  # noqa: E402  (CUDA-event median after a warm-up)
 
 
 def per_kernel(fn, reps):
@@ -37,20 +40,6 @@ def per_kernel(fn, reps):
             acc[e.name] += e.device_time_total / 1e3
             cnt[e.name] += 1
     return {k[:110]: (acc[k] / reps, cnt[k] // reps) for k in sorted(acc, key=acc.get, reverse=True)}
-
-
-def wall(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b))
-    return sorted(ts)[len(ts) // 2]
 
 
 def main():

@@ -112,36 +112,6 @@ __global__ void __launch_bounds__(VC_ORDER_THREADS) vc_key_order(vc_exact_args a
 #define VC_MERGE_TILES 8 /* 16-row tiles per warp: a block merges 512 rows */
 #define VC_MERGE_PITCH(D) ((D) + 8) /* smem row pitch (elements): ldmatrix's 8 rows on distinct banks */
 
-/* The product and the 16-bit pairs of one input type. */
-template <typename T>
-struct vc_mma16;
-template <>
-struct vc_mma16<__nv_bfloat16> {
-    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-        mma_bf16_16816(c, a, b);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        const __nv_bfloat162 r = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<const uint32_t *>(&r);
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t w) {
-        return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w));
-    }
-};
-template <>
-struct vc_mma16<__half> {
-    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-        mma_f16_16816(c, a, b);
-    }
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        const __half2 r = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<const uint32_t *>(&r);
-    }
-    static __device__ __forceinline__ float2 unpack(uint32_t w) {
-        return __half22float2(*reinterpret_cast<const __half2 *>(&w));
-    }
-};
-
 /* Two P values as the A operand's hi and lo words: hi = 16-bit(p), lo = 16-bit(p - hi). */
 template <typename T>
 __device__ __forceinline__ void vc_p_split(float p0, float p1, uint32_t &hi, uint32_t &lo) {

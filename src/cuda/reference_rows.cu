@@ -48,13 +48,6 @@ struct vc_ref_args {
     float scale;
 };
 
-__device__ __forceinline__ uint32_t vc_ref_pack(float lo, float hi) {
-    __nv_bfloat162 t = __floats2bfloat162_rn(lo, hi); /* .x (low half) = lo */
-    uint32_t u;
-    memcpy(&u, &t, 4);
-    return u;
-}
-
 /* A stage of shared memory: 64 keys of K and of V in rows of D + 8 elements (the 4-byte
  * fragment loads of the 8 row groups of a warp fall on distinct banks).  Two stages: the next
  * block's copies (cp.async) run under this block's products. */
@@ -180,10 +173,10 @@ __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_
 #pragma unroll
                 for (int e = 0; e < 4; ++e) hi[e] = __bfloat162float(__float2bfloat16_rn(p[e]));
                 /* a0/a1: rows g / g+8 of keys 0-7 of the step; a2/a3: keys 8-15 */
-                phi[j][2 * half + 0] = vc_ref_pack(hi[0], hi[1]);
-                phi[j][2 * half + 1] = vc_ref_pack(hi[2], hi[3]);
-                plo[j][2 * half + 0] = vc_ref_pack(p[0] - hi[0], p[1] - hi[1]);
-                plo[j][2 * half + 1] = vc_ref_pack(p[2] - hi[2], p[3] - hi[3]);
+                phi[j][2 * half + 0] = vc_mma16<__nv_bfloat16>::pack(hi[0], hi[1]);
+                phi[j][2 * half + 1] = vc_mma16<__nv_bfloat16>::pack(hi[2], hi[3]);
+                plo[j][2 * half + 0] = vc_mma16<__nv_bfloat16>::pack(p[0] - hi[0], p[1] - hi[1]);
+                plo[j][2 * half + 1] = vc_mma16<__nv_bfloat16>::pack(p[2] - hi[2], p[3] - hi[3]);
             }
         /* O = O alpha + P V: B fragment (k = key, n = channel) = V[key][channel], two keys per
          * register.  The block's P V starts from zero in the tensor core and is added to O by an

@@ -3,6 +3,8 @@
  * products without the warpgroup machinery (the GPU k-means, the policy's reference rows, the
  * exact keys' merge). */
 #pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 /* C += A B, m16n8k16, BF16 in, FP32 accumulate.  Not volatile: it has no side effect, so the
@@ -24,6 +26,36 @@ __device__ __forceinline__ void mma_f16_16816(float (&c)[4], const uint32_t (&a)
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+
+/* The product and the 16-bit pairs (low half = the first value) of one input type. */
+template <typename T>
+struct vc_mma16;
+template <>
+struct vc_mma16<__nv_bfloat16> {
+    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+        mma_bf16_16816(c, a, b);
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        const __nv_bfloat162 r = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t *>(&r);
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t w) {
+        return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w));
+    }
+};
+template <>
+struct vc_mma16<__half> {
+    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+        mma_f16_16816(c, a, b);
+    }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        const __half2 r = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<const uint32_t *>(&r);
+    }
+    static __device__ __forceinline__ float2 unpack(uint32_t w) {
+        return __half22float2(*reinterpret_cast<const __half2 *>(&w));
+    }
+};
 
 /* Four 8x8 b16 matrices: thread t gets (row t/4, columns 2(t%4) and 2(t%4)+1) of each - the B
  * fragment of m16n8k16 when the rows are the output axis (K stored [key][channel]).  Lanes
