@@ -1,7 +1,7 @@
 /* exact_keys.cu - the keys a V-Smooth method keeps out of the quantized pass (src/exact_keys.h):
  *   vc_key_norm     one thread per token: its V norm in channel order (the CPU's order);
- *   vc_key_order    one block per (batch, head): the n largest (n block-wide argmax rounds, a
- *                   total order), then the plan's order stably partitioned, them at its end;
+ *   vc_key_top, vc_key_pick, vc_key_place  the n largest (a total order), then the plan's
+ *                   order stably partitioned, them at its end (below: three wide kernels);
  *   vc_exact_merge_rows  a warp per 16 query rows at a time, on the tensor cores: the scores
  *                   against the n exact keys, their softmax and P V, merged with the
  *                   quantized pass's output and LSE.
@@ -37,63 +37,145 @@ __global__ void __launch_bounds__(256) vc_key_norm(vc_exact_args a) {
     a.norm[(int64_t)bh * a.S + t] = vc_exact_key_rank_norm(acc);
 }
 
-#define VC_ORDER_THREADS 1024
+/* The order in three kernels, every one of them wide: the single-CTA form (n rounds of a
+ * block-wide argmax over all S norms, then a block-serial partition) took 0.17-0.28 ms on one
+ * CTA per head, on the preprocessing's critical path (docs/kernel-log.md).  The result is the
+ * same bit for bit: the n largest in a total order are among the n largest of each chunk.
+ *   vc_key_top     (chunks, B*H): each chunk's n largest -> candidates (norm, token) pairs,
+ *                  written into the head's key_order row (its scratch until the partition);
+ *   vc_key_pick    (B*H): the n largest of the candidates, their positions in the plan's order
+ *                  (a scan of the order against the n tokens), sorted; the exact keys written
+ *                  at the order's end and their positions into the head's first n norm slots
+ *                  (the norms are not read after this);
+ *   vc_key_place   (chunks, B*H): every other key to its place, j minus the exact keys before it. */
+#define VC_TOP_THREADS 256
+#define VC_TOP_PER_THREAD 16 /* a chunk: 4,096 norms, held in registers */
+#define VC_TOP_CHUNK (VC_TOP_THREADS * VC_TOP_PER_THREAD)
+#define VC_PICK_THREADS 1024
+#define VC_PLACE_THREADS 256
+#define VC_PLACE_CHUNK 2048
 
-__global__ void __launch_bounds__(VC_ORDER_THREADS) vc_key_order(vc_exact_args a) {
-    __shared__ float red_n[VC_ORDER_THREADS / 32];
-    __shared__ int red_t[VC_ORDER_THREADS / 32];
-    __shared__ int warp_base[2][VC_ORDER_THREADS / 32];
-    __shared__ int running[2];
-    const int bh = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-    float *norm = a.norm + (int64_t)bh * a.S;
-    /* n rounds: the largest remaining (ties to the lower token), marked picked */
-    for (int r = 0; r < a.n; ++r) {
+/* The better of (n, t, i) and (on, ot, oi) in the total order (i rides along: a slot). */
+__device__ __forceinline__ void vc_key_better(float &n, int &t, int &i, float on, int ot, int oi) {
+    if (vc_exact_key_before(on, ot, n, t)) { n = on; t = ot; i = oi; }
+}
+
+/* The block's best (norm, token, slot): every thread gets it.  red: 3 x warps words. */
+template <int THREADS>
+__device__ __forceinline__ void vc_key_block_best(float &n, int &t, int &i, float *red_n, int *red_t, int *red_i) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int o = 16; o > 0; o >>= 1)
+        vc_key_better(n, t, i, __shfl_xor_sync(0xffffffffu, n, o), __shfl_xor_sync(0xffffffffu, t, o),
+                      __shfl_xor_sync(0xffffffffu, i, o));
+    if (lane == 0) { red_n[warp] = n; red_t[warp] = t; red_i[warp] = i; }
+    __syncthreads();
+    n = red_n[0]; t = red_t[0]; i = red_i[0];
+    for (int w = 1; w < THREADS / 32; ++w) vc_key_better(n, t, i, red_n[w], red_t[w], red_i[w]);
+    __syncthreads(); /* the words are free for the next call */
+}
+
+/* The candidates' slots in the head's key_order row: chunk c's n pairs at 2 n c. */
+__global__ void __launch_bounds__(VC_TOP_THREADS) vc_key_top(vc_exact_args a) {
+    __shared__ float red_n[VC_TOP_THREADS / 32];
+    __shared__ int red_t[VC_TOP_THREADS / 32], red_i[VC_TOP_THREADS / 32];
+    const int bh = blockIdx.y, c = blockIdx.x, tid = threadIdx.x;
+    const float *norm = a.norm + (int64_t)bh * a.S;
+    const int base = c * VC_TOP_CHUNK, valid = min(VC_TOP_CHUNK, a.S - base);
+    float x[VC_TOP_PER_THREAD];
+#pragma unroll
+    for (int e = 0; e < VC_TOP_PER_THREAD; ++e) {
+        const int j = e * VC_TOP_THREADS + tid;
+        x[e] = j < valid ? norm[base + j] : -INFINITY;
+    }
+    int32_t *cand = a.order + (int64_t)bh * a.S + 2 * a.n * c;
+    const int rounds = min(a.n, valid);
+    for (int r = 0; r < rounds; ++r) {
         float bn = -INFINITY;
-        int bt = 0x7fffffff;
-        for (int t = tid; t < a.S; t += VC_ORDER_THREADS) {
-            const float x = norm[t];
-            if (vc_exact_key_before(x, t, bn, bt)) { bn = x; bt = t; }
+        int bt = 0x7fffffff, bi = -1;
+#pragma unroll
+        for (int e = 0; e < VC_TOP_PER_THREAD; ++e) {
+            const int j = e * VC_TOP_THREADS + tid;
+            if (j < valid) vc_key_better(bn, bt, bi, x[e], base + j, j);
         }
-        for (int o = 16; o > 0; o >>= 1) {
-            const float on = __shfl_xor_sync(0xffffffffu, bn, o);
-            const int ot = __shfl_xor_sync(0xffffffffu, bt, o);
-            if (vc_exact_key_before(on, ot, bn, bt)) { bn = on; bt = ot; }
+        vc_key_block_best<VC_TOP_THREADS>(bn, bt, bi, red_n, red_t, red_i);
+        if (bi % VC_TOP_THREADS == tid) { /* the owner drops it from the next rounds */
+#pragma unroll
+            for (int e = 0; e < VC_TOP_PER_THREAD; ++e)
+                if (e == bi / VC_TOP_THREADS) x[e] = -INFINITY;
         }
-        if (lane == 0) { red_n[warp] = bn; red_t[warp] = bt; }
-        __syncthreads();
+        if (tid == 0) { cand[2 * r] = __float_as_int(bn); cand[2 * r + 1] = bt; }
+    }
+    /* a chunk shorter than n: the rest of its slots rank below every key */
+    for (int r = rounds + tid; r < a.n; r += VC_TOP_THREADS) {
+        cand[2 * r] = __float_as_int(-INFINITY);
+        cand[2 * r + 1] = 0x7fffffff;
+    }
+}
+
+__global__ void __launch_bounds__(VC_PICK_THREADS) vc_key_pick(vc_exact_args a) {
+    __shared__ float red_n[VC_PICK_THREADS / 32];
+    __shared__ int red_t[VC_PICK_THREADS / 32], red_i[VC_PICK_THREADS / 32];
+    __shared__ int tok[VC_EXACT_KEYS_MAX], pos[VC_EXACT_KEYS_MAX];
+    const int bh = blockIdx.x, tid = threadIdx.x, n = a.n;
+    int32_t *row = a.order + (int64_t)bh * a.S;
+    const int ncand = n * ((a.S + VC_TOP_CHUNK - 1) / VC_TOP_CHUNK);
+    for (int r = 0; r < n; ++r) {
+        float bn = -INFINITY;
+        int bt = 0x7fffffff, bi = -1;
+        for (int i = tid; i < ncand; i += VC_PICK_THREADS)
+            vc_key_better(bn, bt, bi, __int_as_float(row[2 * i]), row[2 * i + 1], i);
+        vc_key_block_best<VC_PICK_THREADS>(bn, bt, bi, red_n, red_t, red_i);
         if (tid == 0) {
-            for (int w = 1; w < VC_ORDER_THREADS / 32; ++w)
-                if (vc_exact_key_before(red_n[w], red_t[w], bn, bt)) { bn = red_n[w]; bt = red_t[w]; }
-            norm[bt] = VC_EXACT_KEY_PICKED;
+            tok[r] = bt;
+            row[2 * bi] = __float_as_int(-INFINITY); /* taken: below every key from now on */
+            row[2 * bi + 1] = 0x7fffffff;
         }
         __syncthreads();
     }
-    /* the stable partition: quantized keys from 0, exact keys from S - n, both in order */
+    /* where each sits in the plan's order */
+    const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.S : nullptr;
+    if (tid < n) pos[tid] = a.S; /* a plan that is no permutation leaves it past the end */
+    __syncthreads();
+    if (!perm) {
+        if (tid < n) pos[tid] = tok[tid];
+    } else {
+        for (int j = tid; j < a.S; j += VC_PICK_THREADS) {
+            const int t = perm[j];
+            for (int k = 0; k < n; ++k)
+                if (t == tok[k]) pos[k] = j;
+        }
+    }
+    __syncthreads();
+    if (tid == 0) { /* in the order's order: the stable partition's */
+        for (int k = 1; k < n; ++k)
+            for (int m = k; m > 0 && pos[m - 1] > pos[m]; --m) {
+                const int p = pos[m]; pos[m] = pos[m - 1]; pos[m - 1] = p;
+                const int t = tok[m]; tok[m] = tok[m - 1]; tok[m - 1] = t;
+            }
+    }
+    __syncthreads();
+    if (tid < n) {
+        row[a.S - n + tid] = tok[tid];
+        reinterpret_cast<int32_t *>(a.norm)[(int64_t)bh * a.S + tid] = pos[tid];
+    }
+}
+
+__global__ void __launch_bounds__(VC_PLACE_THREADS) vc_key_place(vc_exact_args a) {
+    __shared__ int pos[VC_EXACT_KEYS_MAX];
+    const int bh = blockIdx.y, n = a.n;
+    if (threadIdx.x < n) pos[threadIdx.x] = reinterpret_cast<const int32_t *>(a.norm)[(int64_t)bh * a.S + threadIdx.x];
+    __syncthreads();
     const int32_t *perm = a.perm ? a.perm + (int64_t)bh * a.S : nullptr;
     int32_t *out = a.order + (int64_t)bh * a.S;
-    if (tid < 2) running[tid] = tid == 0 ? 0 : a.S - a.n;
-    __syncthreads();
-    for (int j0 = 0; j0 < a.S; j0 += VC_ORDER_THREADS) {
-        const int j = j0 + tid;
-        const int t = j < a.S ? (perm ? perm[j] : j) : 0;
-        const int exact = j < a.S && norm[t] == VC_EXACT_KEY_PICKED, kept = j < a.S && !exact;
-        const unsigned mk = __ballot_sync(0xffffffffu, kept), me = __ballot_sync(0xffffffffu, exact);
-        if (lane == 0) { warp_base[0][warp] = __popc(mk); warp_base[1][warp] = __popc(me); }
-        __syncthreads();
-        if (tid < 2) { /* exclusive scan over the warps, one thread per kind */
-            int s = running[tid];
-            for (int w = 0; w < VC_ORDER_THREADS / 32; ++w) {
-                const int c = warp_base[tid][w];
-                warp_base[tid][w] = s;
-                s += c;
-            }
-            running[tid] = s;
+    const int j1 = min(a.S, (int)(blockIdx.x + 1) * VC_PLACE_CHUNK);
+    for (int j = blockIdx.x * VC_PLACE_CHUNK + threadIdx.x; j < j1; j += VC_PLACE_THREADS) {
+        int before = 0;
+        bool exact = false;
+        for (int k = 0; k < n; ++k) {
+            before += pos[k] < j;
+            exact |= pos[k] == j;
         }
-        __syncthreads();
-        const unsigned below = (1u << lane) - 1u;
-        if (kept) out[warp_base[0][warp] + __popc(mk & below)] = t;
-        if (exact) out[warp_base[1][warp] + __popc(me & below)] = t;
-        __syncthreads();
+        if (!exact) out[j - before] = perm ? perm[j] : j;
     }
 }
 
@@ -260,7 +342,10 @@ cudaError_t vc_exact_order_launch(const vc_exact_args &a, int BH, int bf16, cuda
         if (bf16) vc_key_norm<__nv_bfloat16, 64><<<grid, 256, 0, s>>>(a);
         else vc_key_norm<__half, 64><<<grid, 256, 0, s>>>(a);
     }
-    vc_key_order<<<BH, VC_ORDER_THREADS, 0, s>>>(a);
+    const int chunks = (a.S + VC_TOP_CHUNK - 1) / VC_TOP_CHUNK;
+    vc_key_top<<<dim3(chunks, BH), VC_TOP_THREADS, 0, s>>>(a);
+    vc_key_pick<<<BH, VC_PICK_THREADS, 0, s>>>(a);
+    vc_key_place<<<dim3((a.S + VC_PLACE_CHUNK - 1) / VC_PLACE_CHUNK, BH), VC_PLACE_THREADS, 0, s>>>(a);
     return cudaGetLastError();
 }
 
