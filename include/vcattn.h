@@ -660,7 +660,8 @@ typedef struct vcattn_gpu_layout {
         v_mean, v_block_mean, v_amax, v_mean_tc,
         output_flag, /* u32: zeroed by the preprocessing, set by the kernel (vcattn_gpu_output_status) */
         direct_heads, /* u32 per (batch, head), by the preprocessing: which kernel (fast or DIRECT) runs the head */
-        key_norm,     /* f32 (B, H, seq_kv): the V norms the exact keys are ranked by */
+        key_norm,     /* f32 (B, H, seq_kv): the V norms the exact keys are ranked by (scratch: then
+                         each head's first entries hold the exact keys' positions, i32) */
         key_order,    /* i32 (B, H, seq_kv): the order the call runs, the exact keys at its end */
         lse_q,        /* f32 (B, H, seq_q): the quantized pass's LSE, when the caller asks none */
         total;
