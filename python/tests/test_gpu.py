@@ -165,6 +165,27 @@ def test_layouts_and_strided_views_agree():
     assert rel(a.transpose(1, 2), b) < 1e-6
 
 
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_masked_call_writes_the_padded_output_with_the_unpadded_bits(layout):
+    """HunyuanVideo's joint mask on a batch of equal lengths: the kernel writes the valid rows
+    straight into the padded output (strided rows of a larger tensor) - bit for bit the call on
+    the valid tokens, zeros and LSE -inf past them."""
+    s, n = 900, 611
+    q, k, v = inputs(b=2, sq=s, skv=s, layout=layout, seed=3)
+    valid = torch.arange(s, device="cuda") < n
+    mask = (valid[:, None] & valid[None, :])[None, None]
+
+    def rows(x, sel):
+        return x[:, :, sel] if layout == "HND" else x[:, sel]
+
+    out, lse = vcattn.attention(q, k, v, layout, return_lse=True, attn_mask=mask, plan=vcattn.Plan(policy=None),
+                                strict=True)
+    one, l1 = vcattn.attention(*(rows(x, slice(n)).contiguous() for x in (q, k, v)), layout, return_lse=True,
+                               plan=vcattn.Plan(policy=None), strict=True)
+    assert torch.equal(rows(out, slice(n)), one) and torch.equal(lse[:, :, :n], l1)
+    assert not rows(out, slice(n, None)).any() and bool(torch.isneginf(lse[:, :, n:]).all())
+
+
 def test_plan_cache_follows_the_schedule_on_the_gpu():
     q, k, v = inputs(sq=1024, skv=1024)
     cache = vcattn.PlanCache(vcattn.Schedule(12), clusters=16, iterations=4)

@@ -267,6 +267,40 @@ def test_torch_masked_call_matches_sdpa_and_the_unpadded_call():
     assert torch.equal(vcattn.attention(q, k, v, method=METHOD, attn_mask=add), got)
 
 
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_torch_masked_batch_of_equal_lengths_is_one_call_into_the_padded_output(layout, monkeypatch):
+    """Every sample the same lengths: one op call writes the padded output (out_rows), whose
+    valid rows are the unpadded call's bits, the rest zeros with LSE -inf - and nothing is copied
+    into it from a second output when the op wrote it itself."""
+    torch = pytest.importorskip("torch")
+    from vcattn import _ops
+
+    rng = np.random.default_rng(6)
+    s, n = 300, 173
+    q, k, v = (torch.from_numpy(x) for x in make_qkv(rng, b=2, h=2, sq=s, d=64, layout=layout))
+    calls = []
+    real = _ops.attention
+
+    def spy(*args):
+        calls.append(args[-1])  # out_rows
+        return real(*args)
+
+    monkeypatch.setattr(_ops, "attention", spy)
+    mask = torch.from_numpy(joint([n, n], s))
+    out, lse = vcattn.attention(q, k, v, layout, return_lse=True, method=METHOD, attn_mask=mask)
+    assert calls == [s] and tuple(out.shape) == tuple(q.shape) and tuple(lse.shape) == (2, 2, s)
+    monkeypatch.setattr(_ops, "attention", real)
+
+    def rows(x, sel):
+        return x[:, :, sel] if layout == "HND" else x[:, sel]
+
+    o1, l1 = vcattn.attention(rows(q, slice(n)), rows(k, slice(n)), rows(v, slice(n)), layout, return_lse=True,
+                              method=METHOD)
+    rest = rows(out, slice(n, None))
+    assert torch.equal(rows(out, slice(n)), o1) and torch.equal(lse[:, :, :n], l1)
+    assert not rest.any() and bool(torch.isneginf(lse[:, :, n:]).all())
+
+
 # ---- plans ---------------------------------------------------------------------------------------------
 
 def test_ragged_batch_plans_each_sample_on_its_own_keys():

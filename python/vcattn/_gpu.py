@@ -224,8 +224,11 @@ def check_supported(method, v):
         raise Unsupported(f"the kernel reads bfloat16 or float16 V, got {v.dtype}")
 
 
-def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth=True, strict=False, head_exact=None):
+def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth=True, strict=False, head_exact=None,
+              out=None):
     """(out, lse or None) of the Hopper kernel; raise Unsupported for what it does not cover.
+    out: optional view of q's shape to write the output into (a masked call's valid rows inside
+    its padded output); used when it has the kernel's dtype (v's, and q's), else a copy lands there.
     perm: the (B,H,Skv) device permutation of a V-Smooth method, None = k-means on this V;
     v_smooth=False runs the method without V-Smooth (the schedule turned it off);
     strict=True waits for the kernel and raises VcattnError(OUTPUT_NOT_FINITE) when a row came
@@ -253,7 +256,9 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
             perm = perm.to(device=q.device, dtype=torch.int32).contiguous()
     else:
         perm = None
-    out = torch.empty(qq.shape, dtype=dt, device=q.device)
+    given = out
+    into = given is not None and given.dtype == dt == q.dtype and given.stride(-1) == 1
+    out = given if into else torch.empty(qq.shape, dtype=dt, device=q.device)
     lse = torch.empty((b, h, sq), dtype=torch.float32, device=q.device) if return_lse else None
     p = launch_params(qq, kk, vv, out, layout, method, sm_scale, perm, lse)
     p.v_smooth_off = int(off)
@@ -278,6 +283,9 @@ def attention(q, k, v, layout, sm_scale, return_lse, method, perm=None, v_smooth
         # sync; not possible while a CUDA graph is being captured: such calls are not checked)
         check(lib.vcattn_gpu_output_status(ctypes.byref(p), ws.data_ptr(), nbytes.value, stream),
               "vcattn_gpu_output_status")
+    if given is not None and not into:
+        given.copy_(out)
+        out = given
     if out.dtype != q.dtype:
         out = out.to(q.dtype)
     return out, lse

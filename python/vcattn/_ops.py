@@ -2,7 +2,7 @@
 trace without a graph break.
 
     torch.ops.vcattn.attention(q, k, v, perm, v_smooth, layout, sm_scale, method, return_lse,
-                               num_threads, strict, fallback) -> (out, lse)
+                               num_threads, strict, fallback, head_exact, out_rows) -> (out, lse)
     torch.ops.vcattn.kmeans(v, init_centroids, layout, clusters, iterations, seed, num_threads)
                                -> (perm, centroids)
     torch.ops.vcattn.plan_permutation(v, source, key, step, layout, method) -> (perm, v_smooth)
@@ -43,13 +43,17 @@ def _bhs(x, layout):
 
 def _attention_impl(q: Tensor, k: Tensor, v: Tensor, perm: Optional[Tensor], v_smooth: Optional[Tensor],
                     layout: str, sm_scale: float, method: str, return_lse: bool, num_threads: int, strict: bool,
-                    fallback: bool, head_exact: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+                    fallback: bool, head_exact: Optional[Tensor] = None, out_rows: int = -1) -> Tuple[Tensor, Tensor]:
+    # out_rows >= 0: the output (and LSE) has out_rows query rows, q's first and zeros (LSE -inf)
+    # after them - a masked call's valid rows written straight into its padded output, no copy.
     # sm_scale: vcattn.attention resolves it; a direct call of the op may pass <= 0 (C's default)
     scale = sm_scale if sm_scale > 0 else 1.0 / math.sqrt(q.shape[-1])
     # v_smooth (a CPU scalar from the plan op): 0 off, 1 on, 2 on with exact-P heads in head_exact
     state = 1 if v_smooth is None else int(v_smooth.item())
     on = state != 0
     exact = head_exact if state == 2 else None
+    padded = _padded_output(q, layout, out_rows)
+    rows = None if padded is None else _rows(padded, layout, _bhs(q, layout)[2])
     try:
         if q.device.type == "cpu":
             threads = _cpu.threads(None if num_threads < 0 else num_threads)
@@ -59,13 +63,21 @@ def _attention_impl(q: Tensor, k: Tensor, v: Tensor, perm: Optional[Tensor], v_s
             out = _tensors.like(out, q)
             lse = None if lse is None else torch.from_numpy(lse)
         else:
-            out, lse = _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict, exact)
+            out, lse = _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict, exact, rows)
     except VcattnError as e:
         if not fallback:
             raise
         warn_once(("error", e.status_name), f"vcattn: {e}; such calls use exact attention instead")
         res = _fallback.attention(q, k, v, layout, scale, return_lse)
         out, lse = res if return_lse else (res, None)
+    if padded is not None:
+        if out is not rows:
+            rows.copy_(out)  # the CPU simulation and the fallbacks write a tensor of their own
+        out = padded
+        if lse is not None:
+            full = torch.full(_bhs(padded, layout), float("-inf"), dtype=torch.float32, device=q.device)
+            full[:, :, :lse.shape[2]] = lse
+            lse = full
     # outputs are fresh and contiguous, as the fake implementation promises
     out = out.contiguous()
     if lse is None:
@@ -73,12 +85,33 @@ def _attention_impl(q: Tensor, k: Tensor, v: Tensor, perm: Optional[Tensor], v_s
     return out, lse.contiguous()
 
 
-def _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict, head_exact=None):
+def _padded_output(q, layout, out_rows):
+    """None, or the (contiguous, q's dtype) output of out_rows query rows, zeros past q's rows."""
+    sq = _bhs(q, layout)[2]
+    if out_rows < 0:
+        return None
+    if out_rows < sq:
+        raise ValueError(f"vcattn: out_rows ({out_rows}) must be at least q's {sq} rows")
+    shape = list(q.shape)
+    shape[2 if layout == "HND" else 1] = out_rows
+    out = torch.empty(shape, dtype=q.dtype, device=q.device)
+    _rows(out, layout, slice(sq, None)).zero_()
+    return out
+
+
+def _rows(x, layout, sel):
+    """x's query rows sel (an int n: the first n), a view."""
+    sel = slice(sel) if isinstance(sel, int) else sel
+    return x[:, :, sel] if layout == "HND" else x[:, sel]
+
+
+def _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict, head_exact=None, out=None):
     """The Hopper kernel; what it does not cover falls back to SDPA with one warning
     (strict=True raises VcattnError instead: NOT_BUILT, or the status the kernel refused the
     call's values with)."""
     try:
-        return _gpu.attention(q, k, v, layout, scale, return_lse, method, perm, on, strict=strict, head_exact=head_exact)
+        return _gpu.attention(q, k, v, layout, scale, return_lse, method, perm, on, strict=strict, head_exact=head_exact,
+                              out=out)
     except _gpu.Unsupported as e:
         why, status = str(e), e.status
     if strict:
@@ -90,9 +123,12 @@ def _cuda(q, k, v, layout, scale, return_lse, method, perm, on, strict, head_exa
 
 
 def _attention_fake(q, k, v, perm, v_smooth, layout, sm_scale, method, return_lse, num_threads, strict, fallback,
-                    head_exact=None):
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse_shape = _bhs(q, layout) if return_lse else (0,)
+                    head_exact=None, out_rows=-1):
+    shape = list(q.shape)
+    if out_rows >= 0:
+        shape[2 if layout == "HND" else 1] = out_rows
+    out = torch.empty(shape, dtype=q.dtype, device=q.device)
+    lse_shape = _bhs(out, layout) if return_lse else (0,)
     return out, torch.empty(lse_shape, dtype=torch.float32, device=q.device)
 
 
@@ -187,9 +223,10 @@ attention_op, kmeans_op, plan_op, registered = _register()
 
 # ---- the torch call ------------------------------------------------------------------------------------
 
-def attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict, fallback=False):
+def attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict, fallback=False,
+              out_rows=None):
     """vcattn.attention for torch tensors (arguments already checked): the plan resolved to a
-    permutation tensor, then the attention op."""
+    permutation tensor, then the attention op (out_rows: see _attention_impl)."""
     q, k, v = q.detach(), k.detach(), v.detach()  # inference only: no backward through the op
     perm = v_smooth = head_exact = None
     if plan is not None and uses_vsmooth(method) and not (q.device.type != "cpu" and method not in GPU_METHODS):
@@ -206,5 +243,5 @@ def attention(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_thr
             perm = p.to(device=v.device, dtype=torch.int32).contiguous()
     out, lse = attention_op(q, k, v, perm, v_smooth, layout, float(sm_scale), method,
                             bool(return_lse), -1 if num_threads is None else int(num_threads), bool(strict),
-                            bool(fallback), head_exact)
+                            bool(fallback), head_exact, -1 if out_rows is None else int(out_rows))
     return (out, lse) if return_lse else out

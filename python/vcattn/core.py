@@ -169,9 +169,10 @@ def attention(q, k, v, tensor_layout: str = "HND", sm_scale=None, return_lse: bo
 
 
 def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict, fallback=False,
-         attn_mask=None):
+         attn_mask=None, out_rows=None):
     """``attention`` with one more switch for the integrations: ``fallback=True`` answers a
-    library error (NaN input, ...) with exact attention and one warning instead of raising."""
+    library error (NaN input, ...) with exact attention and one warning instead of raising.
+    out_rows (torch tensors, no mask): the output has that many query rows, q's and then zeros."""
     method_id(method)
     _check_plan_and_step(plan, step)
     threads = _check_threads(num_threads)
@@ -192,10 +193,10 @@ def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads,
 
         if _tensors.compiling():
             return _ops.attention(q, k, v, layout, scale, return_lse, plan, step, method, threads, strict,
-                                  fallback)
+                                  fallback, out_rows)
         try:
             return _ops.attention(q, k, v, layout, scale, return_lse, plan, step, method, threads, strict,
-                                  fallback)
+                                  fallback, out_rows)
         except VcattnError as e:
             raise _explain(e, q, k, v, layout) from None
     if isinstance(plan, LayerRef):
@@ -214,6 +215,8 @@ def call(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads,
 def _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num_threads, strict, fallback, lens):
     """``call`` with per-batch valid lengths: each run of batch elements that share their lengths
     is the call on their valid tokens (views, no copy); the other rows are zeros, their LSE -inf.
+    torch tensors whose elements all share their lengths are one call written into the padded
+    output; otherwise each run's output is copied into it.
     With ragged lengths each element has its own plan (``Plan.part``)."""
     bsz = q.shape[0]
     sq = q.shape[2 if layout == "HND" else 1]
@@ -225,6 +228,14 @@ def _call_lengths(q, k, v, layout, sm_scale, return_lse, plan, step, method, num
         if b1 == bsz or (lens.q_len(b1, sq), lens.kv[b1]) != (lens.q_len(b0, sq), lens.kv[b0]):
             runs.append((b0, b1, lens.q_len(b0, sq), lens.kv[b0]))
             b0 = b1
+    if len(runs) == 1 and runs[0][2] > 0 and runs[0][3] > 0 and _tensors.is_torch(q):
+        # every element the same lengths (HunyuanVideo's batch of one): the op writes the valid rows
+        # into the padded output itself - no second output and no copy of it
+        _, _, lq, lk = runs[0]
+        sub_plan = plan if plan is None or isinstance(plan, (Plan, LayerRef)) else plan[:, :, :lk]
+        return call(tokens(q, 0, bsz, slice(lq)), tokens(k, 0, bsz, slice(lk)), tokens(v, 0, bsz, slice(lk)),
+                    layout, sm_scale, return_lse, sub_plan, step, method, num_threads, strict, fallback,
+                    out_rows=sq)
     if _tensors.is_torch(q):
         import torch
 
