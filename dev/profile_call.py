@@ -2,11 +2,16 @@
 """Where a vcattn call's time goes, kernel by kernel (torch.profiler; run on the device).
 
 Times each variant as masked_bench.py builds it - HunyuanVideo-1.5's padded joint attention
-(1, 16, 111,600 + --text, 128) with --pad padded tokens, randn - and prints, per variant, the
+(1, 16, 111,600 + --text, 128) with --pad padded tokens, randn or --inputs - and prints, per variant, the
 CUDA kernels of --reps calls summed by name (ms per call) next to the call's wall time on
 CUDA events, so the call's cost over its attention kernel is read kernel by kernel.
 
     python3 dev/profile_call.py [--text 1000 --pad 300] [--reps 5] [--rounds 3] [--no-profile] [--json out.json]
+
+--inputs DIR takes q, k, v from `vcattn workload --out DIR` (BF16 as uint16) instead of randn:
+their first 111,600 + --text tokens, the same heads.  The workload has no text model, so the
+"text" tokens there are more video-like tokens; what it changes is the default plan's per-head
+choice, which on randn puts most heads on the exact P (docs/method.md, "Per-head recipes").
 """
 import argparse
 import collections
@@ -14,6 +19,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -52,13 +58,24 @@ def main():
                     help="then this many rounds of the variants' wall times in turn (clock and heat drift "
                          "between variants timed one after another)")
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--inputs", default=None, help="a `vcattn workload --out` folder instead of randn")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     dev = torch.device("cuda")
     S = 31 * 45 * 80 + args.text
     L = S - args.pad
-    g = torch.Generator(device=dev).manual_seed(0)
-    q, k, v = (torch.randn(1, args.heads, S, 128, device=dev, dtype=torch.bfloat16, generator=g) for _ in range(3))
+    if args.inputs:
+        def load(name):
+            a = np.load(os.path.join(args.inputs, name + ".npy"), mmap_mode="r")[:, :, :S]
+            if a.shape[2] < S:
+                sys.exit(f"{args.inputs}: {a.shape[2]} tokens, fewer than the {S} needed (more --frames)")
+            return torch.from_numpy(np.ascontiguousarray(a).astype(np.int16)).view(torch.bfloat16).to(dev)
+
+        q, k, v = load("q"), load("k"), load("v")
+        args.heads = q.shape[1]
+    else:
+        g = torch.Generator(device=dev).manual_seed(0)
+        q, k, v = (torch.randn(1, args.heads, S, 128, device=dev, dtype=torch.bfloat16, generator=g) for _ in range(3))
     valid = torch.arange(S, device=dev) < L
     joint = (valid[:, None] & valid[None, :])[None, None]
     qv, kv, vv = q[:, :, :L], k[:, :, :L], v[:, :, :L]
@@ -75,7 +92,7 @@ def main():
         "vcattn-mask-method": lambda: vcattn.attention(q, k, v, attn_mask=joint, plan=plans["mask-method"]),
         "vcattn-valid-method": lambda: vcattn.attention(qv, kv, vv, plan=plans["valid-method"]),
     }
-    res = {"shape": [1, args.heads, S, 128], "valid": L, "device": torch.cuda.get_device_name(),
+    res = {"shape": [1, args.heads, S, 128], "valid": L, "inputs": args.inputs or "randn", "device": torch.cuda.get_device_name(),
            "torch": torch.__version__, "variants": {}}
     for name, fn in variants.items():
         if args.no_profile:
@@ -92,6 +109,11 @@ def main():
         for name, fn in variants.items():
             rounds[name].append(wall(fn, args.reps))
         print(f"== round {r}: " + ", ".join(f"{n} {t[-1]:.2f}" for n, t in rounds.items()), flush=True)
+    chosen = plans["mask"].recipes
+    if chosen is not None:
+        from vcattn import head_policy
+        res["recipes"] = head_policy.names(chosen)
+        print("== the default plan's head recipes: " + ", ".join(res["recipes"]))
     if args.rounds:
         res["rounds_ms"] = rounds
         med = {n: sorted(t)[len(t) // 2] for n, t in rounds.items()}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # call 38: main with the key order in three wide kernels and the masked call written into its padded
-# output (.pre/main.tgz): gpu_check check, the Python GPU tests, the masked call in turn (five rounds),
-# then the kernel alone with cuDNN BF16, SageAttention2 and cuDNN FP8 in the same run at CogVideoX-5B's
+# output (.pre/main.tgz): gpu_check check, the Python GPU tests, the masked call in turn (five rounds,
+# randn; then three on a video-like HunyuanVideo-shaped layer: `vcattn workload`, 16 heads, 32 x 45 x 80
+# tokens cut to 112,600), then the kernel alone with cuDNN BF16, SageAttention2 and cuDNN FP8 in the same run at CogVideoX-5B's
 # head_dim 64 shapes, Wan 720p and HunyuanVideo-1.5's valid shape
 set -u
 export PATH=$PATH:/usr/local/cuda/bin
@@ -14,8 +15,11 @@ VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout 200 python3 -m py
     python/tests/test_masks.py > $OUT/pytest_gpu.txt 2>&1; el "pytest rc $?"; tail -2 $OUT/pytest_gpu.txt
 VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout 150 python3 dev/profile_call.py --no-profile --rounds 5 \
     --json $OUT/rounds.json > $OUT/rounds.txt 2>&1; el "rounds rc $?"; tail -7 $OUT/rounds.txt | cut -c1-220
+timeout 60 /tmp/pre/vcattn workload --preset video-long-hunyuan720p --heads 16 --frames 32 --out /tmp/hy --quiet; el "workload rc $?"
+VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout 150 python3 dev/profile_call.py --no-profile --rounds 3 \
+    --inputs /tmp/hy --json $OUT/rounds_video.json > $OUT/rounds_video.txt 2>&1; el "video rounds rc $?"; tail -7 $OUT/rounds_video.txt | cut -c1-220
 left=$(( 570 - ($(date +%s) - T0) ))
-VC_BENCH_SHAPES="1,48,17550,17550,64 1,24,32760,32760,64 1,40,75600,75600,128 1,16,112300,112300,128" \
+VC_BENCH_SHAPES="1,48,17550,17550,64 1,40,75600,75600,128 1,16,112300,112300,128" \
     VC_BENCH_METHODS=vsmooth-split-blockmax-8bit,sage2-8bit OUT=$OUT/bench VC_PREBUILT=/tmp/pre \
     timeout $left bash scripts/device_check.sh bench > $OUT/bench_stage.txt 2>&1
 el "bench rc $?"; sed -n '/== summary/,$p' $OUT/bench_stage.txt | cut -c1-200
