@@ -5,7 +5,8 @@ trace without a graph break.
                                num_threads, strict, fallback, head_exact, out_rows) -> (out, lse)
     torch.ops.vcattn.kmeans(v, init_centroids, layout, clusters, iterations, seed, num_threads)
                                -> (perm, centroids)
-    torch.ops.vcattn.plan_permutation(v, source, key, step, layout, method) -> (perm, v_smooth)
+    torch.ops.vcattn.plan_permutation(q, k, v, source, key, step, layout, method, sm_scale)
+                               -> (perm, v_smooth, head_exact)
 
 The permutation is a tensor input of the attention op.  Plans and schedules are Python
 state and stay outside the traced graph: ``plan_permutation`` receives a Plan's handle (or
