@@ -69,9 +69,15 @@ class Block(torch.nn.Module):
 def test_ops_are_registered_and_pass_opcheck():
     q, k, v = inputs(1, s=130)
     for args in ((q, k, v, None, None, "HND", 0.0, "vsmooth-8bit", True, -1, False, False),
-                 (q, k, v, None, None, "HND", 0.1, "sage2-8bit", False, 1, False, False)):
+                 (q, k, v, None, None, "HND", 0.1, "sage2-8bit", False, 1, False, False),
+                 # out_rows: the padded output of a masked call (its fake gives the padded shape)
+                 (q, k, v, None, None, "HND", 0.0, "vsmooth-8bit", True, -1, False, False, None, 200)):
         res = torch.library.opcheck(torch.ops.vcattn.attention.default, args)
         assert set(res.values()) == {"SUCCESS"}, res
+    out, lse = torch.ops.vcattn.attention(q, k, v, None, None, "HND", 0.0, "vsmooth-8bit", True, -1, False, False,
+                                          None, 200)
+    assert out.shape == (1, 2, 200, 64) and lse.shape == (1, 2, 200)
+    assert not out[:, :, 130:].any() and bool(torch.isneginf(lse[:, :, 130:]).all())
     res = torch.library.opcheck(torch.ops.vcattn.kmeans.default, (v, None, "HND", 8, 2, 0, -1))
     assert set(res.values()) == {"SUCCESS"}, res
 
