@@ -8,8 +8,9 @@ CUDA events, so the call's cost over its attention kernel is read kernel by kern
 
     python3 dev/profile_call.py [--text 1000 --pad 300] [--reps 5] [--rounds 3] [--no-profile] [--json out.json]
 
---inputs DIR takes q, k, v from `vcattn workload --out DIR` (BF16 as uint16) instead of randn:
-their first 111,600 + --text tokens, the same heads.  The workload has no text model, so the
+--frames 21 --text 0 --pad 0 is Wan 720p's unmasked call (the mask then keeps every token and the
+"mask" variants are the plain call).  --inputs DIR takes q, k, v from `vcattn workload --out DIR`
+(BF16 as uint16) instead of randn: their first frames x 45 x 80 + --text tokens, the same heads.  The workload has no text model, so the
 "text" tokens there are more video-like tokens; what it changes is the default plan's per-head
 choice, which on randn puts most heads on the exact P (docs/method.md, "Per-head recipes").
 """
@@ -50,6 +51,7 @@ def per_kernel(fn, reps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--frames", type=int, default=31, help="latent frames of the 45 x 80 grid (31: 720p x 121 frames)")
     ap.add_argument("--text", type=int, default=1000)
     ap.add_argument("--pad", type=int, default=300)
     ap.add_argument("--heads", type=int, default=16)
@@ -62,7 +64,7 @@ def main():
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     dev = torch.device("cuda")
-    S = 31 * 45 * 80 + args.text
+    S = args.frames * 45 * 80 + args.text
     L = S - args.pad
     if args.inputs:
         def load(name):
