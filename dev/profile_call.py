@@ -8,11 +8,12 @@ CUDA events, so the call's cost over its attention kernel is read kernel by kern
 
     python3 dev/profile_call.py [--text 1000 --pad 300] [--reps 5] [--rounds 3] [--no-profile] [--json out.json]
 
---frames 21 --text 0 --pad 0 is Wan 720p's unmasked call (the mask then keeps every token and the
-"mask" variants are the plain call).  --inputs DIR takes q, k, v from `vcattn workload --out DIR`
-(BF16 as uint16) instead of randn: their first frames x 45 x 80 + --text tokens, the same heads.  The workload has no text model, so the
-"text" tokens there are more video-like tokens; what it changes is the default plan's per-head
-choice, which on randn puts most heads on the exact P (docs/method.md, "Per-head recipes").
+--frames 21 --text 0 --pad 0 is Wan 720p's unmasked call (no mask: the "mask" variants are then
+the plain call).  --inputs DIR takes q, k, v from `vcattn workload --out DIR` (BF16 as uint16)
+instead of randn: their first frames x 45 x 80 + --text tokens, the same heads.  The workload has
+no text model, so the "text" tokens there are more video-like tokens; what it changes is the
+default plan's per-head choice (on randn most heads get the exact P: docs/method.md, "Per-head
+recipes") and which tiles the DIRECT kernel runs.
 """
 import argparse
 import collections
@@ -79,7 +80,7 @@ def main():
         g = torch.Generator(device=dev).manual_seed(0)
         q, k, v = (torch.randn(1, args.heads, S, 128, device=dev, dtype=torch.bfloat16, generator=g) for _ in range(3))
     valid = torch.arange(S, device=dev) < L
-    joint = (valid[:, None] & valid[None, :])[None, None]
+    joint = None if args.pad == 0 else (valid[:, None] & valid[None, :])[None, None]
     qv, kv, vv = q[:, :, :L], k[:, :, :L], v[:, :, :L]
     plans = {"mask": vcattn.Plan(), "valid": vcattn.Plan(), "mask-method": vcattn.Plan(policy=None), "valid-method": vcattn.Plan(policy=None)}
 
