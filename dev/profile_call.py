@@ -21,7 +21,6 @@ import json
 import os
 import sys
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -31,6 +30,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "python"))
 sys.path.insert(0, os.path.join(here, "..", "tests", "gpu"))
 import vcattn  # noqa: E402
+from head_fidelity import load_bf16  # noqa: E402
 from masked_bench import timed as wall  # noqa: E402  (CUDA-event median after a warm-up)
 
 
@@ -68,13 +68,9 @@ def main():
     S = args.frames * 45 * 80 + args.text
     L = S - args.pad
     if args.inputs:
-        def load(name):
-            a = np.load(os.path.join(args.inputs, name + ".npy"), mmap_mode="r")[:, :, :S]
-            if a.shape[2] < S:
-                sys.exit(f"{args.inputs}: {a.shape[2]} tokens, fewer than the {S} needed (more --frames)")
-            return torch.from_numpy(np.ascontiguousarray(a).astype(np.int16)).view(torch.bfloat16).to(dev)
-
-        q, k, v = load("q"), load("k"), load("v")
+        q, k, v = (load_bf16(os.path.join(args.inputs, f"{t}.npy"))[:, :, :S].contiguous() for t in "qkv")
+        if q.shape[2] < S:
+            sys.exit(f"{args.inputs}: {q.shape[2]} tokens, fewer than the {S} needed (more frames)")
         args.heads = q.shape[1]
     else:
         g = torch.Generator(device=dev).manual_seed(0)

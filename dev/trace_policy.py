@@ -10,7 +10,6 @@ runs' latency from the host's own time (run on the device).
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +22,7 @@ sys.path.insert(0, os.path.join(here, "..", "python"))
 sys.path.insert(0, os.path.join(here, "..", "tests", "gpu"))
 import vcattn  # noqa: E402
 from vcattn import _gpu  # noqa: E402
-from head_fidelity import load_bf16  # noqa: E402
+from head_fidelity import preset_qkv  # noqa: E402
 
 
 def union_ms(spans):
@@ -45,9 +44,7 @@ def main():
     work = tempfile.mkdtemp()
     res = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "inputs": {}}
     for name in a.inputs.split(","):
-        d = os.path.join(work, name)
-        subprocess.run([a.vcattn_bin, "workload", "--preset", name, "--out", d, "--quiet"], check=True)
-        q, k, v = (load_bf16(os.path.join(d, f"{t}.npy")) for t in "qkv")
+        q, k, v = preset_qkv(a.vcattn_bin, name, work)
         plan = vcattn.Plan(seed=0)
         vcattn.attention(q, k, v, plan=plan)
         scale = 1.0 / q.shape[-1] ** 0.5

@@ -194,14 +194,6 @@ __global__ void __launch_bounds__(VC_PLACE_THREADS) vc_key_place(vc_exact_args a
 #define VC_MERGE_TILES 8 /* 16-row tiles per warp: a block merges 512 rows */
 #define VC_MERGE_PITCH(D) ((D) + 8) /* smem row pitch (elements): ldmatrix's 8 rows on distinct banks */
 
-/* Two P values as the A operand's hi and lo words: hi = 16-bit(p), lo = 16-bit(p - hi). */
-template <typename T>
-__device__ __forceinline__ void vc_p_split(float p0, float p1, uint32_t &hi, uint32_t &lo) {
-    hi = vc_mma16<T>::pack(p0, p1);
-    const float2 h = vc_mma16<T>::unpack(hi);
-    lo = vc_mma16<T>::pack(p0 - h.x, p1 - h.y);
-}
-
 template <typename T, typename TO, int D>
 __global__ void __launch_bounds__(32 * VC_MERGE_WARPS) vc_exact_merge_rows(vc_exact_args a) {
     constexpr int KS = D / 16, CT = D / 8, LD = VC_MERGE_PITCH(D);
@@ -294,10 +286,10 @@ __global__ void __launch_bounds__(32 * VC_MERGE_WARPS) vc_exact_merge_rows(vc_ex
         }
         /* P as the A operand of P V (k = the 16 keys): the accumulator of S as it lies */
         uint32_t ph[4], pl[4];
-        vc_p_split<T>(s[0][0], s[0][1], ph[0], pl[0]);
-        vc_p_split<T>(s[0][2], s[0][3], ph[1], pl[1]);
-        vc_p_split<T>(s[1][0], s[1][1], ph[2], pl[2]);
-        vc_p_split<T>(s[1][2], s[1][3], ph[3], pl[3]);
+        vc_mma16_split<T>(s[0][0], s[0][1], ph[0], pl[0]);
+        vc_mma16_split<T>(s[0][2], s[0][3], ph[1], pl[1]);
+        vc_mma16_split<T>(s[1][0], s[1][1], ph[2], pl[2]);
+        vc_mma16_split<T>(s[1][2], s[1][3], ph[3], pl[3]);
         /* u = P V_e, two channel tiles a load (matrices: keys 0-7 | 8-15 x tile ct | ct + 1) */
         float u[CT][4];
 #pragma unroll

@@ -169,14 +169,9 @@ __global__ void __launch_bounds__(VC_REF_THREADS) vc_reference_rows_part(vc_ref_
                 for (int e = 0; e < 4; ++e) p[e] = expf(s[nt][e] - (e < 2 ? n0 : n1));
                 l0 += p[0] + p[1];
                 l1 += p[2] + p[3];
-                float hi[4];
-#pragma unroll
-                for (int e = 0; e < 4; ++e) hi[e] = __bfloat162float(__float2bfloat16_rn(p[e]));
                 /* a0/a1: rows g / g+8 of keys 0-7 of the step; a2/a3: keys 8-15 */
-                phi[j][2 * half + 0] = vc_mma16<__nv_bfloat16>::pack(hi[0], hi[1]);
-                phi[j][2 * half + 1] = vc_mma16<__nv_bfloat16>::pack(hi[2], hi[3]);
-                plo[j][2 * half + 0] = vc_mma16<__nv_bfloat16>::pack(p[0] - hi[0], p[1] - hi[1]);
-                plo[j][2 * half + 1] = vc_mma16<__nv_bfloat16>::pack(p[2] - hi[2], p[3] - hi[3]);
+                vc_mma16_split<__nv_bfloat16>(p[0], p[1], phi[j][2 * half + 0], plo[j][2 * half + 0]);
+                vc_mma16_split<__nv_bfloat16>(p[2], p[3], phi[j][2 * half + 1], plo[j][2 * half + 1]);
             }
         /* O = O alpha + P V: B fragment (k = key, n = channel) = V[key][channel], two keys per
          * register.  The block's P V starts from zero in the tensor core and is added to O by an

@@ -40,6 +40,13 @@ def load_bf16(path):
     return torch.from_numpy(a.astype(np.int16)).view(torch.bfloat16).cuda()
 
 
+def preset_qkv(vcattn_bin, name, work):
+    """q, k, v (CUDA BF16) of `vcattn workload --preset name`, written under work/name."""
+    d = os.path.join(work, name)
+    subprocess.run([vcattn_bin, "workload", "--preset", name, "--out", d, "--quiet"], check=True)
+    return tuple(load_bf16(os.path.join(d, f"{t}.npy")) for t in "qkv")
+
+
 def reference(q, k, v, chunk=2048):
     b, h, s, d = q.shape
     out = torch.empty((b, h, s, d), dtype=torch.float64, device=q.device)
@@ -90,9 +97,7 @@ def main():
             g = torch.Generator().manual_seed(0)
             q, k, v = (torch.randn(1, 8, 8192, 128, generator=g).to(torch.bfloat16).cuda() for _ in range(3))
         else:
-            d = os.path.join(work, name)
-            subprocess.run([a.vcattn_bin, "workload", "--preset", name, "--out", d, "--quiet"], check=True)
-            q, k, v = (load_bf16(os.path.join(d, f"{t}.npy")) for t in "qkv")
+            q, k, v = preset_qkv(a.vcattn_bin, name, work)
         ref = reference(q, k, v)
         r = dict(shape=list(q.shape))
         r["sage2-8bit"] = metrics(ref, vcattn.attention(q, k, v, method="sage2-8bit", strict=True))

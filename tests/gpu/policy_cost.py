@@ -17,7 +17,6 @@ Output: a table on stdout and --json.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import vcattn  # noqa: E402
 from vcattn import _gpu  # noqa: E402
 from bench_sdpa import time_ms  # noqa: E402
-from head_fidelity import load_bf16  # noqa: E402
+from head_fidelity import preset_qkv  # noqa: E402
 
 METHOD = vcattn.DEFAULT_METHOD
 
@@ -57,9 +56,7 @@ def main():
             g = torch.Generator().manual_seed(0)
             q, k, v = (torch.randn(1, 40, 75600, 128, generator=g).to(torch.bfloat16).cuda() for _ in range(3))
         else:
-            d = os.path.join(work, name)
-            subprocess.run([a.vcattn_bin, "workload", "--preset", name, "--out", d, "--quiet"], check=True)
-            q, k, v = (load_bf16(os.path.join(d, f"{t}.npy")) for t in "qkv")
+            q, k, v = preset_qkv(a.vcattn_bin, name, work)
         plan = vcattn.Plan(seed=0)
         vcattn.attention(q, k, v, plan=plan, method=METHOD, strict=True)
         reuse = time_ms(lambda: vcattn.attention(q, k, v, plan=plan, method=METHOD), 5)

@@ -57,6 +57,15 @@ struct vc_mma16<__half> {
     }
 };
 
+/* Two FP32 values as an A operand's hi and lo words of type T: hi = T(p), lo = T(p - hi) - the
+ * exact products of the two words sum to P within ~2^-17 relative (BF16). */
+template <typename T>
+__device__ __forceinline__ void vc_mma16_split(float p0, float p1, uint32_t &hi, uint32_t &lo) {
+    hi = vc_mma16<T>::pack(p0, p1);
+    const float2 h = vc_mma16<T>::unpack(hi);
+    lo = vc_mma16<T>::pack(p0 - h.x, p1 - h.y);
+}
+
 /* Four 8x8 b16 matrices: thread t gets (row t/4, columns 2(t%4) and 2(t%4)+1) of each - the B
  * fragment of m16n8k16 when the rows are the output axis (K stored [key][channel]).  Lanes
  * 8i..8i+7 give the row addresses of matrix i (16-byte aligned). */
