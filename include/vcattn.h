@@ -218,7 +218,8 @@ vcattn_status vcattn_method_exact_p(const vcattn_method_config *config, vcattn_m
 typedef enum vcattn_head_policy {
     VCATTN_HEAD_POLICY_FLOOR = 0, /* per head the first recipe, in the order 0 1 2 3 (fastest,
                                      and the method as designed, first), whose measured PSNR is
-                                     at least the host recipe's (sage2-8bit) on the same rows;
+                                     at least the host recipe's (sage2-8bit) on the same rows
+                                     by more than the measurement's uncertainty (below);
                                      if none is, the most faithful */
     VCATTN_HEAD_POLICY_FASTEST,   /* the method's P on every head, in the better measured order */
     VCATTN_HEAD_POLICY_FAITHFUL,  /* the most faithful measured recipe on every head */
@@ -226,27 +227,44 @@ typedef enum vcattn_head_policy {
 } vcattn_head_policy;
 
 /* The defaults of the measurement and the choice (one definition for the C tools and Python):
- * query rows measured per head, and the margin over the host recipe the FLOOR policy asks for
- * (dB; a few hundred rows' PSNR is an estimate: docs/method.md, "Per-head recipes"). */
+ * query rows measured per head; the margin over the host recipe the FLOOR policy asks for
+ * besides the measurement's own uncertainty (dB); and how many standard errors of a
+ * recipe's measured gain over the host recipe it must clear.  A few hundred rows' PSNR is an
+ * estimate whose error depends on the head (0.03 dB on randn, 0.1-0.8 dB on video heads at
+ * 512 rows): docs/method.md, "Per-head recipes"; docs/fidelity-analysis.md, "The
+ * measurement's error". */
 #define VCATTN_HEAD_POLICY_ROWS 512
-#define VCATTN_HEAD_POLICY_MARGIN_DB 0.25
-void vcattn_head_policy_defaults(int64_t *rows, double *margin_db);
+#define VCATTN_HEAD_POLICY_MARGIN_DB 0.0
+#define VCATTN_HEAD_POLICY_STDERRS 2.0
+void vcattn_head_policy_defaults(int64_t *rows, double *margin_db, double *stderrs);
+
+/* The standard error (dB) of a recipe's measured gain over the host recipe, 10 log10 of
+ * sum(host_err) / sum(recipe_err), from the paired per-row squared errors of n sampled rows
+ * out of `population` query rows (the delta method for a ratio of sums, with the finite
+ * population correction: 0 when every row was measured).  INFINITY when it cannot be
+ * estimated (one row of several), 0 when either sum is 0 (the gain is then +-inf or 0). */
+vcattn_status vcattn_head_gain_stderr(const double *host_err, const double *recipe_err, int64_t n,
+                                      int64_t population, double *stderr_db);
 
 /* The choice, from measurements: psnr (n_heads, VCATTN_RECIPE_COUNT) in dB of each recipe
- * on each head, floor_db (n_heads) the host recipe's PSNR on the same rows (may be NULL
- * for FASTEST and FAITHFUL), margin_db added to the floor.  Writes recipe (n_heads).
+ * on each head, stderr_db (n_heads, VCATTN_RECIPE_COUNT) the standard error of each recipe's
+ * gain over the host recipe (NULL: none known, 0), floor_db (n_heads) the host recipe's PSNR
+ * on the same rows (may be NULL for FASTEST and FAITHFUL).  Under FLOOR a recipe reaches the
+ * floor when psnr >= floor_db + margin_db + stderrs * stderr_db.  Writes recipe (n_heads).
  * Ties go to the lower recipe (faster, then k-means order). */
 vcattn_status vcattn_head_recipes_choose(vcattn_head_policy policy, int64_t n_heads, const double *psnr,
-                                         const double *floor_db, double margin_db, uint8_t *recipe);
+                                         const double *stderr_db, const double *floor_db, double margin_db,
+                                         double stderrs, uint8_t *recipe);
 
 /* The measurement on the CPU: every recipe of `method` (a V-Smooth method with an exact
  * sibling) and sage2-8bit, simulated on the listed query rows of p (p->o: a (B, H, n_rows,
  * D) view, as for vcattn_simulate_attention_rows; it is used as scratch), each compared
  * per (batch, head) with the FP64 reference of the same rows.  perm: the plan's (B, H, Skv)
- * k-means order.  psnr: (B*H, VCATTN_RECIPE_COUNT), floor_db: (B*H). */
+ * k-means order.  psnr and stderr_db (may be NULL): (B*H, VCATTN_RECIPE_COUNT), the latter
+ * as vcattn_head_gain_stderr gives it; floor_db: (B*H). */
 vcattn_status vcattn_head_recipes_measure(const vcattn_attention_params *p, vcattn_method method,
                                           const int32_t *perm, const int64_t *rows, int64_t n_rows,
-                                          double *psnr, double *floor_db);
+                                          double *psnr, double *stderr_db, double *floor_db);
 
 /* ---- CPU simulation ------------------------------------------------------------
  * Runs a method with the kernel's tiling (128-query tiles, 128-key blocks,

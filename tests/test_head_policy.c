@@ -19,7 +19,7 @@ TEST(head_recipes_choose_rule) {
     };
     const double floor_db[] = {48.0, 48.0, 48.0, 48.0, 44.0, 48.0};
     uint8_t r[6];
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 6, psnr, floor_db, 0.0, r),
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 6, psnr, NULL, floor_db, 0.0, 0.0, r),
                  VCATTN_STATUS_SUCCESS);
     CHECK_EQ_INT(r[5], 0);
     CHECK_EQ_INT(r[0], 0);
@@ -28,30 +28,117 @@ TEST(head_recipes_choose_rule) {
     CHECK_EQ_INT(r[3], VCATTN_RECIPE_SEQUENCE | VCATTN_RECIPE_EXACT_P);
     CHECK_EQ_INT(r[4], VCATTN_RECIPE_SEQUENCE);
     /* a margin moves head 0's fast recipe below the floor: the exact one (52 >= 48 + 3) */
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, floor_db, 3.0, r),
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, NULL, floor_db, 3.0, 0.0, r),
                  VCATTN_STATUS_SUCCESS);
     CHECK_EQ_INT(r[0], VCATTN_RECIPE_EXACT_P);
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FASTEST, 5, psnr, NULL, 0.0, r),
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FASTEST, 5, psnr, NULL, NULL, 0.0, 0.0, r),
                  VCATTN_STATUS_SUCCESS);
     const uint8_t fastest[5] = {0, 1, 1, 1, 1};
     CHECK(memcmp(r, fastest, 5) == 0);
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FAITHFUL, 5, psnr, NULL, 0.0, r),
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FAITHFUL, 5, psnr, NULL, NULL, 0.0, 0.0, r),
                  VCATTN_STATUS_SUCCESS);
     const uint8_t faithful[5] = {2, 2, 2, 3, 1};
     CHECK(memcmp(r, faithful, 5) == 0);
     /* ties go to the faster / k-means recipe */
     const double tie[] = {50.0, 50.0, 50.0, 50.0};
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FAITHFUL, 1, tie, NULL, 0.0, r),
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FAITHFUL, 1, tie, NULL, NULL, 0.0, 0.0, r),
                  VCATTN_STATUS_SUCCESS);
     CHECK_EQ_INT(r[0], 0);
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, NULL, 0.0, r),
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, NULL, NULL, 0.0, 0.0, r),
                  VCATTN_STATUS_NULL_POINTER);
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_COUNT, 1, psnr, floor_db, 0.0, r),
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_COUNT, 1, psnr, NULL, floor_db, 0.0, 0.0, r),
                  VCATTN_STATUS_INVALID_ARGUMENT);
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, floor_db, NAN, r),
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, NULL, floor_db, NAN, 0.0, r),
                  VCATTN_STATUS_INVALID_ARGUMENT);
-    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 0, psnr, floor_db, 0.0, r),
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 0, psnr, NULL, floor_db, 0.0, 0.0, r),
                  VCATTN_STATUS_BAD_SHAPE);
+}
+
+/* the floor asks a recipe to clear the host recipe by its measured gain's standard errors too */
+TEST(head_recipes_choose_stderr) {
+    const double psnr[] = {50.0, 49.0, 52.0, 51.0};
+    const double floor_db[] = {48.0};
+    uint8_t r[1];
+    double se[] = {0.8, 0.0, 0.0, 0.0}; /* 50 >= 48 + 2 * 0.8: the method as designed */
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, se, floor_db, 0.0, 2.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    CHECK_EQ_INT(r[0], 0);
+    se[0] = 1.2; /* 50 < 48 + 2.4: sequence order (49 >= 48, known exactly) */
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, se, floor_db, 0.0, 2.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    CHECK_EQ_INT(r[0], VCATTN_RECIPE_SEQUENCE);
+    se[1] = 0.6; /* 49 < 48 + 1.2 too: the exact P */
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, se, floor_db, 0.0, 2.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    CHECK_EQ_INT(r[0], VCATTN_RECIPE_EXACT_P);
+    se[2] = NAN; /* an unknown error is no evidence: the next recipe */
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, se, floor_db, 0.0, 2.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    CHECK_EQ_INT(r[0], VCATTN_RECIPE_SEQUENCE | VCATTN_RECIPE_EXACT_P);
+    /* zero standard errors asked for: the plain floor */
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, se, floor_db, 0.0, 0.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    CHECK_EQ_INT(r[0], 0);
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, se, floor_db, 0.0, -1.0, r),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, 1, psnr, se, floor_db, 0.0, INFINITY, r),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+}
+
+/* The standard error says how far a gain measured on n random rows of N falls from the gain on
+ * all N: on fresh per-row errors spread over orders of magnitude (a few rows carry much of the
+ * sum, as on sink heads), the spread of the gain over many random subsets matches the mean
+ * standard error.  (With still heavier tails, log-normal sigma 1.5, the delta method reads
+ * about 25% low: one reason the policy asks for two standard errors.) */
+TEST(head_gain_stderr_predicts_sampling_error) {
+    test_rng rng = {test_seed()};
+    enum { N = 4000, n = 200, draws = 600 };
+    double *host = (double *)malloc(sizeof(double) * N), *rec = (double *)malloc(sizeof(double) * N);
+    double sub_h[n], sub_r[n];
+    int idx[N];
+    for (int i = 0; i < N; ++i) {
+        const double row = exp(test_rng_normal(&rng));
+        host[i] = row * exp(0.3 * test_rng_normal(&rng));
+        rec[i] = 0.7 * row * exp(0.3 * test_rng_normal(&rng));
+        idx[i] = i;
+    }
+    double sum = 0.0, sum2 = 0.0, se_sum = 0.0;
+    for (int d = 0; d < draws; ++d) {
+        for (int i = 0; i < n; ++i) { /* n rows without replacement: a partial Fisher-Yates */
+            int j = i + (int)(test_rng_uniform(&rng) * (double)(N - i));
+            if (j >= N) j = N - 1;
+            const int t = idx[i];
+            idx[i] = idx[j];
+            idx[j] = t;
+            sub_h[i] = host[idx[i]];
+            sub_r[i] = rec[idx[i]];
+        }
+        double sh = 0.0, sr = 0.0, se = 0.0;
+        for (int i = 0; i < n; ++i) sh += sub_h[i], sr += sub_r[i];
+        const double gain = 10.0 * log10(sh / sr);
+        CHECK_STATUS(vcattn_head_gain_stderr(sub_h, sub_r, n, N, &se), VCATTN_STATUS_SUCCESS);
+        CHECK(se > 0.0 && isfinite(se));
+        sum += gain, sum2 += gain * gain, se_sum += se;
+    }
+    const double mean = sum / draws, se_mean = se_sum / draws;
+    const double spread = sqrt((sum2 - draws * mean * mean) / (draws - 1));
+    CHECK_MSG(se_mean > 0.8 * spread && se_mean < 1.25 * spread, "mean standard error %.4f dB, spread %.4f dB",
+              se_mean, spread);
+    /* every row measured: no sampling error; one row of many: unknown; no error at all: 0 */
+    double se = -1.0;
+    CHECK_STATUS(vcattn_head_gain_stderr(host, rec, N, N, &se), VCATTN_STATUS_SUCCESS);
+    CHECK(se == 0.0);
+    CHECK_STATUS(vcattn_head_gain_stderr(host, rec, 1, N, &se), VCATTN_STATUS_SUCCESS);
+    CHECK(isinf(se));
+    const double zero[2] = {0.0, 0.0};
+    CHECK_STATUS(vcattn_head_gain_stderr(host, zero, 2, N, &se), VCATTN_STATUS_SUCCESS);
+    CHECK(se == 0.0);
+    const double bad[2] = {1.0, -1.0};
+    CHECK_STATUS(vcattn_head_gain_stderr(host, bad, 2, N, &se), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_head_gain_stderr(host, rec, 2, 1, &se), VCATTN_STATUS_BAD_SHAPE);
+    CHECK_STATUS(vcattn_head_gain_stderr(host, NULL, 2, N, &se), VCATTN_STATUS_NULL_POINTER);
+    free(host);
+    free(rec);
 }
 
 TEST(method_exact_p) {
@@ -176,6 +263,12 @@ static double hp_psnr(const float *ref, const float *out, int64_t n) {
     return f.psnr_db;
 }
 
+static double hp_row_err(const float *ref, const float *out, int64_t d) {
+    double e = 0.0;
+    for (int64_t j = 0; j < d; ++j) e += ((double)out[j] - ref[j]) * ((double)out[j] - ref[j]);
+    return e;
+}
+
 /* The measurement is what the reference and the simulation say on those rows, recipe by
  * recipe (so a recipe's bits cannot be crossed), and its floor is sage2-8bit's. */
 TEST(head_recipes_measure_matches_simulation) {
@@ -194,9 +287,9 @@ TEST(head_recipes_measure_matches_simulation) {
     p.o_stride[0] = H * nr * D;
     p.o_stride[1] = nr * D;
     p.o_stride[2] = D;
-    double psnr[2 * VCATTN_RECIPE_COUNT], floor_db[2];
+    double psnr[2 * VCATTN_RECIPE_COUNT], se[2 * VCATTN_RECIPE_COUNT], floor_db[2];
     CHECK_STATUS(vcattn_head_recipes_measure(&p, VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, in.perm, rows, nr, psnr,
-                                             floor_db),
+                                             se, floor_db),
                  VCATTN_STATUS_SUCCESS);
     vcattn_attention_params r = p;
     r.o = ref;
@@ -219,11 +312,27 @@ TEST(head_recipes_measure_matches_simulation) {
                       (long long)h, psnr[h * VCATTN_RECIPE_COUNT + rc], want);
         }
     }
+    /* each recipe's standard error is vcattn_head_gain_stderr of the rows' squared errors */
+    {
+        double eh[2][16], er[16];
+        r.o = out;
+        CHECK_STATUS(vcattn_simulate_attention_rows(&r, &sage, NULL, rows, nr, NULL), VCATTN_STATUS_SUCCESS);
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = 0; i < nr; ++i) eh[h][i] = hp_row_err(ref + (h * nr + i) * D, out + (h * nr + i) * D, D);
+        CHECK_STATUS(vcattn_simulate_attention_heads(&r, &cfg, in.perm, NULL, rows, nr, NULL), VCATTN_STATUS_SUCCESS);
+        for (int64_t h = 0; h < H; ++h) {
+            double want;
+            for (int64_t i = 0; i < nr; ++i) er[i] = hp_row_err(ref + (h * nr + i) * D, out + (h * nr + i) * D, D);
+            CHECK_STATUS(vcattn_head_gain_stderr(eh[h], er, nr, S, &want), VCATTN_STATUS_SUCCESS);
+            CHECK(want > 0.0 && isfinite(want));
+            CHECK_NEAR(se[h * VCATTN_RECIPE_COUNT], want, 1e-12);
+        }
+    }
     /* the four recipes are four different computations */
     CHECK(psnr[0] != psnr[1] && psnr[0] != psnr[2] && psnr[2] != psnr[3]);
-    CHECK_STATUS(vcattn_head_recipes_measure(&p, VCATTN_METHOD_SAGE2_8BIT, in.perm, rows, nr, psnr, floor_db),
+    CHECK_STATUS(vcattn_head_recipes_measure(&p, VCATTN_METHOD_SAGE2_8BIT, in.perm, rows, nr, psnr, NULL, floor_db),
                  VCATTN_STATUS_INVALID_ARGUMENT);
-    CHECK_STATUS(vcattn_head_recipes_measure(&p, VCATTN_METHOD_VSMOOTH_8BIT, NULL, rows, nr, psnr, floor_db),
+    CHECK_STATUS(vcattn_head_recipes_measure(&p, VCATTN_METHOD_VSMOOTH_8BIT, NULL, rows, nr, psnr, NULL, floor_db),
                  VCATTN_STATUS_NULL_POINTER);
     free(scratch);
     free(ref);

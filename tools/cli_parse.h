@@ -42,6 +42,7 @@ typedef struct vc_eval_options {
     int policy;          /* -1: none; else a vcattn_head_policy: the per-head recipes, as extra rows */
     int64_t policy_rows; /* query rows the policy measures per head */
     double policy_margin_db; /* over the host recipe, for the floor policy */
+    double policy_stderrs;   /* standard errors of a recipe's measured gain it must clear too */
 } vc_eval_options;
 
 int vc_eval_parse(int argc, char **argv, vc_eval_options *o);

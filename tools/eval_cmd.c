@@ -386,7 +386,7 @@ int vc_cmd_eval(int argc, char **argv) {
             vcattn_method m = (vcattn_method)pm[pi];
             vcattn_method_config cfg;
             vcattn_method_config_get(m, &cfg);
-            double ps[8 * VCATTN_RECIPE_COUNT], fl[8];
+            double ps[8 * VCATTN_RECIPE_COUNT], se[8 * VCATTN_RECIPE_COUNT], fl[8];
             ts = vc_cli_now_seconds();
             uint8_t *rec = recipe + (pi * nh + hi) * B;
             for (int64_t b0 = 0; b0 < B && !st; b0 += 8) { /* the measurement, 8 batch items at a time */
@@ -396,8 +396,10 @@ int vc_cmd_eval(int argc, char **argv) {
                 pb.q = qh + b0 * hs[0];
                 pb.k = kh + b0 * ks[0];
                 pb.v = vh + b0 * ks[0];
-                st = vcattn_head_recipes_measure(&pb, m, perm + b0 * Skv, prows, npr, ps, fl);
-                if (!st) st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps, fl, o.policy_margin_db, rec + b0);
+                st = vcattn_head_recipes_measure(&pb, m, perm + b0 * Skv, prows, npr, ps, se, fl);
+                if (!st)
+                    st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps, se, fl, o.policy_margin_db,
+                                                    o.policy_stderrs, rec + b0);
             }
             if (st) { progress("\n"); rc = vc_cli_fail("head_recipes", st); goto done; }
             /* one (batch, head) view per batch item: its order from the plan or the identity */

@@ -52,8 +52,9 @@ static const char *k_eval_usage =
     "                            recipes\"); rows \"METHOD+policy\", and the recipe per head\n"
     "  --policy-rows N           query rows the policy measures per head, 1..2^30\n"
     "                            (default 512)\n"
-    "  --policy-margin DB        the floor policy's margin over sage2-8bit, dB, -10..10\n"
-    "                            (default 0.25)\n"
+    "  --policy-margin DB        the floor policy's margin over sage2-8bit, dB, -10..10,\n"
+    "                            besides two standard errors of each recipe's measured\n"
+    "                            gain (default 0)\n"
     "output:\n"
     "  --json                    one JSON object per method on stdout, with a \"heads\"\n"
     "                            array (schema: docs/eval-json.md); printed at the end\n"
@@ -160,7 +161,7 @@ int vc_eval_parse(int argc, char **argv, eval_options *o) {
     o->cube[2] = 8;
     o->tv_stride = 16;
     o->policy = -1;
-    vcattn_head_policy_defaults(&o->policy_rows, &o->policy_margin_db);
+    vcattn_head_policy_defaults(&o->policy_rows, &o->policy_margin_db, &o->policy_stderrs);
     for (int m = 0; m < VCATTN_METHOD_COUNT; ++m) o->methods[m] = m;
     o->method_count = VCATTN_METHOD_COUNT;
     for (int i = 0; i < argc; ++i) {

@@ -99,7 +99,7 @@ def test_policy_measurement_is_the_runs_one_by_one(layout):
     method, scale, rows = vcattn.DEFAULT_METHOD, 128 ** -0.5, 64
     g = torch.Generator().manual_seed(3)
     perm = torch.stack([torch.randperm(900, generator=g) for _ in range(2)])[None].to(torch.int32).cuda()
-    psnr, floor = _gpu.measure_recipes(q, k, v, layout, scale, method, perm, rows, "faithful", 0.0)
+    psnr, se, floor = _gpu.measure_recipes(q, k, v, layout, scale, method, perm, rows, "faithful", 0.0)
     d = 2 if layout == "HND" else 1
     qs = q.index_select(d, torch.as_tensor((np.arange(rows) * 700) // rows, device="cuda"))
     hnd = (lambda x: x) if layout == "HND" else (lambda x: x.transpose(1, 2))
@@ -108,11 +108,18 @@ def test_policy_measurement_is_the_runs_one_by_one(layout):
         ref, hnd(_gpu.attention(qs, k, v, layout, scale, False, m, p, True, head_exact=ex)[0]))
     ident = torch.arange(900, dtype=torch.int32, device="cuda").expand(1, 2, 900).contiguous()
     ones = torch.ones((1, 2), dtype=torch.uint8, device="cuda")
+    run = lambda m, p=None, ex=None: hnd(_gpu.attention(qs, k, v, layout, scale, False, m, p, True,  # noqa: E731
+                                                         head_exact=ex)[0])
     np.testing.assert_array_equal(floor, one("sage2-8bit"))
+    host_err = _gpu._row_sq_err(ref, run("sage2-8bit")).cpu().numpy()
     for r in range(4):
-        want = one(method, ident if r & 1 else perm, ones if r & 2 else None)
-        np.testing.assert_array_equal(psnr[:, r], want)
-    assert np.isfinite(psnr).all() and (psnr > 20).all()
+        out = run(method, ident if r & 1 else perm, ones if r & 2 else None)
+        np.testing.assert_array_equal(psnr[:, r], _gpu._psnr_heads(ref, out))
+        # each gain's standard error: the C definition on the same rows' errors
+        rec_err = _gpu._row_sq_err(ref, out).cpu().numpy()
+        for i in range(2):
+            assert se[i, r] == pytest.approx(vcattn.head_policy.gain_stderr(host_err[i], rec_err[i], 700), rel=1e-9)
+    assert np.isfinite(psnr).all() and (psnr > 20).all() and (se > 0).all() and np.isfinite(se).all()
 
 
 def test_overlapping_policy_runs_share_no_state():
@@ -127,7 +134,7 @@ def test_overlapping_policy_runs_share_no_state():
         q, k, v = inputs(h=4, sq=2048, skv=skv, seed=100 + seed)
         g = torch.Generator().manual_seed(seed)
         perm = torch.stack([torch.randperm(skv, generator=g) for _ in range(4)])[None].to(torch.int32).cuda()
-        psnr, _ = _gpu.measure_recipes(q, k, v, "HND", scale, method, perm, rows, "faithful", 0.0)
+        psnr, _, _ = _gpu.measure_recipes(q, k, v, "HND", scale, method, perm, rows, "faithful", 0.0)
         qs = q.index_select(2, torch.as_tensor((np.arange(rows) * 2048) // rows, device="cuda"))
         ref = _gpu.reference_rows(qs, k, v, scale)
         for r in range(4):

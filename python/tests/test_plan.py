@@ -153,11 +153,16 @@ def test_plan_recipes_are_measured_once_and_replayed(rng):
     assert plan.recipes.shape == (1, 2) and plan.recipes.dtype == np.uint8
     s = plan.recipe_summary()
     assert s["policy"] == "floor" and len(s["recipes"]) == 2 and len(s["margin_db"][0]) == 4
-    psnr, floor = plan.recipe_psnr, plan.recipe_floor
+    assert len(s["stderr_db"]) == 2 and len(s["stderr_db"][0]) == 4
+    psnr, floor, se = plan.recipe_psnr, plan.recipe_floor, plan.recipe_stderr
+    assert se.shape == (1, 2, 4) and (se[~np.isnan(psnr)] > 0).all()  # 64 rows of 700: a sample
     # the floor rule, from what was measured: the first recipe that reaches sage2-8bit + margin
+    # by two standard errors of its measured gain
+    stderrs = vcattn.head_policy.defaults()[2]
+    assert stderrs == 2.0
     for h in range(2):
-        need = floor[0, h] + plan.policy_margin_db
-        ok = [r for r in range(4) if psnr[0, h, r] >= need]
+        need = floor[0, h] + plan.policy_margin_db + stderrs * se[0, h]
+        ok = [r for r in range(4) if psnr[0, h, r] >= need[r]]
         want = ok[0] if ok else int(np.argmax(psnr[0, h]))
         assert plan.recipes[0, h] == want
     # replayed: the same recipes and output on the next call, nothing measured again
@@ -200,18 +205,22 @@ def test_measuring_in_order_chooses_as_measuring_all(rng, policy):
     for trial in range(200):
         n = int(rng.integers(1, 9))
         full = rng.normal(60.0, 3.0, (n, 4))
+        full_se = np.abs(rng.normal(0.0, 1.0, (n, 4)))
         floor = rng.normal(60.0, 3.0, n)
         margin = float(rng.choice([0.0, 0.25, 1.0]))
         runs = []
-        got = hp.measure_in_order(policy, floor, margin, lambda r: (runs.append(r), full[:, r])[1])
+        got, got_se = hp.measure_in_order(policy, floor, margin,
+                                          lambda r: (runs.append(r), (full[:, r], full_se[:, r]))[1])
         assert runs == list(range(len(runs))) and len(runs) <= hp.recipes_needed(policy)
         np.testing.assert_array_equal(got[:, :len(runs)], full[:, :len(runs)])
-        assert np.isnan(got[:, len(runs):]).all()
+        np.testing.assert_array_equal(got_se[:, :len(runs)], full_se[:, :len(runs)])
+        assert np.isnan(got[:, len(runs):]).all() and np.isnan(got_se[:, len(runs):]).all()
         want = hp.choose(policy, full if policy != "fastest" else np.where(np.arange(4) < 2, full, np.nan),
-                         floor, margin)
-        np.testing.assert_array_equal(hp.choose(policy, got, floor, margin), want)
+                         floor, margin, full_se)
+        np.testing.assert_array_equal(hp.choose(policy, got, floor, margin, got_se), want)
     runs = []
-    hp.measure_in_order(policy, np.full(3, 60.0), 0.25, lambda r: (runs.append(r), np.full(3, 70.0))[1])
+    hp.measure_in_order(policy, np.full(3, 60.0), 0.25,
+                        lambda r: (runs.append(r), (np.full(3, 70.0), np.full(3, 0.5)))[1])
     assert len(runs) == {"floor": 1, "fastest": 2, "faithful": 4}[policy]
 
 

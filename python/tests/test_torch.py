@@ -1,6 +1,8 @@
 """torch tensors, the SDPA patch and the fallbacks (skipped when torch is not installed)."""
 import warnings
 
+import math
+
 import numpy as np
 import pytest
 
@@ -332,3 +334,36 @@ def test_policy_psnrs_read_back_at_once_are_each_ones_own():
     for i, o in enumerate(outs):
         np.testing.assert_array_equal(together[i], _gpu._psnr_heads(ref, o))
     assert (together[0] > together[1]).all() and (together[1] > together[2]).all()
+
+
+def test_policy_stderr_on_the_device_is_the_c_definition():
+    """The GPU measurement computes each recipe's gain standard error with torch on the device
+    (_gpu._gain_stderr); the CPU measurement and the choice's contract are the C function's
+    (vcattn_head_gain_stderr): on fresh per-row errors spread over orders of magnitude the two
+    agree, including every row measured (0), one row of several (inf) and a zero sum (0).  And
+    _measured_heads reads back what each output gives alone."""
+    from vcattn import _gpu
+    from vcattn.head_policy import gain_stderr
+
+    g = torch.Generator().manual_seed(11)
+    for n, pop in ((200, 4000), (7, 9), (9, 9), (1, 50)):
+        row = torch.randn(6, n, generator=g, dtype=torch.float64).exp()
+        host = row * (0.3 * torch.randn(6, n, generator=g, dtype=torch.float64)).exp()
+        rec = 0.7 * row * (0.3 * torch.randn(6, n, generator=g, dtype=torch.float64)).exp()
+        rec[5] = 0.0
+        got = _gpu._gain_stderr(host, rec, pop)
+        want = [gain_stderr(host[i].numpy(), rec[i].numpy(), pop) for i in range(6)]
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+        assert got[5] == 0 and (got[:5] == (0 if n == pop else math.inf if n == 1 else got[:5])).all()
+        if 1 < n < pop:
+            assert (got[:5] > 0).all() and torch.isfinite(got[:5]).all()
+    ref = torch.randn(1, 3, 64, 32, generator=g)
+    host = ref + 3e-2 * torch.randn(1, 3, 64, 32, generator=g)
+    outs = [ref + s * torch.randn(1, 3, 64, 32, generator=g) for s in (1e-3, 1e-2)]
+    he = _gpu._row_sq_err(ref, host)
+    np.testing.assert_allclose(he.numpy(), ((host.double() - ref.double()) ** 2).sum(-1).reshape(3, 64), rtol=1e-6)
+    psnr, se = _gpu._measured_heads(ref, he, 1000, *outs)
+    assert psnr.shape == se.shape == (2, 3)
+    for i, o in enumerate(outs):
+        np.testing.assert_array_equal(psnr[i], _gpu._psnr_heads(ref, o))
+        np.testing.assert_array_equal(se[i], _gpu._gain_stderr(he, _gpu._row_sq_err(ref, o), 1000).numpy())

@@ -195,8 +195,9 @@ def plan_heads(v, first_head: int, num_threads: int, clusters=None, iterations=N
 
 
 def measure_recipes(problem_params, method: str, perm: np.ndarray, seq_q: int, rows: int):
-    """psnr (B*H, 4), floor (B*H,) on the CPU (vcattn_head_recipes_measure); problem_params: the
-    call's vcattn_attention_params (its o is not written: the C side uses buffers of its own)."""
+    """psnr (B*H, 4), stderr_db (B*H, 4), floor (B*H,) on the CPU (vcattn_head_recipes_measure);
+    problem_params: the call's vcattn_attention_params (its o is not written: the C side uses
+    buffers of its own)."""
     n = min(int(rows), int(seq_q))
     r = np.empty(n, np.int64)
     check(lib.vcattn_strided_rows(int(seq_q), n, r.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))),
@@ -208,9 +209,10 @@ def measure_recipes(problem_params, method: str, perm: np.ndarray, seq_q: int, r
     p.o_stride[:] = (p.heads * n * d, n * d, d)
     p.lse = None
     psnr = np.empty((bh, 4), np.float64)
+    stderr_db = np.empty((bh, 4), np.float64)
     floor_db = np.empty(bh, np.float64)
     perm = np.ascontiguousarray(perm, dtype=np.int32)
     check(head_policy.measure_fn()(ctypes.byref(p), method_id(method), perm.ctypes.data, r.ctypes.data, n,
-                                              psnr.ctypes.data, floor_db.ctypes.data),
+                                   psnr.ctypes.data, stderr_db.ctypes.data, floor_db.ctypes.data),
           "vcattn_head_recipes_measure", f"method {method}")
-    return psnr, floor_db
+    return psnr, stderr_db, floor_db

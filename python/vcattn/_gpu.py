@@ -9,6 +9,7 @@ Which permutation a call uses is decided by the caller (``Plan.resolve``).
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -307,6 +308,43 @@ def _psnr_heads(ref, *outs):
     return got[0] if len(outs) == 1 else got
 
 
+def _row_sq_err(ref, out):
+    """(B*H, n) float64: each row's squared error, summed over D, of a (B, H, n, D) output."""
+    return (out.float() - ref).pow(2).sum(dim=3).reshape(-1, ref.shape[2]).double()
+
+
+def _gain_stderr(host_err, recipe_err, population: int):
+    """(B*H,) float64 on the device: vcattn_head_gain_stderr (src/head_policy.c) per row of the
+    (B*H, n) paired per-row squared errors - the standard error of 10 log10(sum host / sum
+    recipe) for n rows sampled from `population` (the delta method, the finite population
+    correction; 0 when either sum is 0 or every row was measured, inf for one row of several).
+    python/tests/test_head_policy_stderr.py holds it to the C function."""
+    import torch
+
+    n = host_err.shape[-1]
+    sh, sr = host_err.sum(-1), recipe_err.sum(-1)
+    if n == population:
+        return torch.zeros_like(sh)
+    if n == 1:
+        se = torch.full_like(sh, math.inf)
+    else:
+        d = host_err - (sh / sr).unsqueeze(-1) * recipe_err
+        se = (10 / math.log(10)) * (d.var(dim=-1, unbiased=True) * n * (1 - n / population)).sqrt() / sh
+    return torch.where((sh == 0) | (sr == 0), torch.zeros_like(se), se)
+
+
+def _measured_heads(ref, host_err, population: int, *outs):
+    """(psnr (len(outs), B*H), stderr_db (len(outs), B*H)) float64 of each (B, H, n, D) output
+    against ref, its gain's standard error paired with the host recipe's per-row errors, read
+    back in one copy."""
+    import torch
+
+    psnr = [_psnr_db(ref, o).double() for o in outs]
+    se = [_gain_stderr(host_err, _row_sq_err(ref, o), population) for o in outs]
+    got = torch.stack(psnr + se).cpu().numpy()
+    return got[:len(outs)], got[len(outs):]
+
+
 def reference_rows(qh, kh, vh, scale: float, heads_at_once: int = 4):
     """FP32 attention (B, H, n, D) of the (B, H, n, D) rows qh against all of kh, vh.
 
@@ -433,7 +471,8 @@ class _OrderPair:
 
 def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, policy: str = "faithful",
                     margin_db: float = 0.0):
-    """psnr (B*H, 4) (NaN: not run), floor (B*H,) on the GPU: the kernel of sage2-8bit and of the
+    """psnr (B*H, 4) (NaN: not run), stderr_db (B*H, 4) (each recipe's gain over the host recipe:
+    vcattn_head_gain_stderr), floor (B*H,) on the GPU: the kernel of sage2-8bit and of the
     recipes the policy needs (head_policy.measure_in_order) on `rows` strided query rows (a small
     Q), compared with FP32 attention of the same rows (reference_rows).  The recipes share one
     preprocessing of K and V per order and run two at a time (_OrderPair): the plan's order and
@@ -480,17 +519,20 @@ def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, pol
         cur.wait_stream(st)
     for t in [host] + list(outs.values()):
         t.record_stream(cur)  # made on a side stream, read and freed on this one
-    # the PSNRs of every output there is, read back at once (one synchronization)
+    # the PSNRs and standard errors of every output there is, read back at once (one
+    # synchronization)
     have = sorted(outs)
-    got = _psnr_heads(ref, host, *[outs[r] for r in have])
-    floor_db, psnr_of = got[0], dict(zip(have, got[1:]))
+    host_err = _row_sq_err(ref, host)
+    got, se = _measured_heads(ref, host_err, sq, host, *[outs[r] for r in have])
+    floor_db = got[0]
+    measured = {r: (got[1 + i], se[1 + i]) for i, r in enumerate(have)}
 
     def recipe(r):
-        if r not in psnr_of:
+        if r not in measured:
             outs[2], outs[3] = pair.run(exact=True)
-            both = _psnr_heads(ref, outs[2], outs[3])
-            psnr_of[2], psnr_of[3] = both[0], both[1]
-        return psnr_of[r]
+            p2, s2 = _measured_heads(ref, host_err, sq, outs[2], outs[3])
+            measured[2], measured[3] = (p2[0], s2[0]), (p2[1], s2[1])
+        return measured[r]
 
-    psnr = head_policy.measure_in_order(policy, floor_db, margin_db, recipe)
-    return psnr, floor_db
+    psnr, stderr_db = head_policy.measure_in_order(policy, floor_db, margin_db, recipe)
+    return psnr, stderr_db, floor_db

@@ -10,7 +10,8 @@ FP32 attention on the GPU (``_gpu.measure_recipes``).  Policies:
 
 - ``"floor"`` (default): the first recipe in speed order (k-means with the method's P - the method
   as designed -, sequence order, then the same with the exact P) whose PSNR is at least the host
-  recipe's on the head; if none is, the most faithful;
+  recipe's on the head by two standard errors of that measured gain (the rows are a sample;
+  ``vcattn_head_gain_stderr``) plus the plan's ``policy_margin_db``; if none is, the most faithful;
 - ``"fastest"``: the method's P on every head, in the better of the two orders;
 - ``"faithful"``: the most faithful recipe on every head;
 - ``None``: no measurement, every head the method as it is (the k-means order).
@@ -26,7 +27,7 @@ from . import _lib
 from ._lib import check, lib
 
 __all__ = ["POLICIES", "RECIPES", "SEQUENCE", "EXACT_P", "check_policy", "choose", "apply", "names",
-           "has_exact_sibling", "recipes_needed", "measure_in_order"]
+           "has_exact_sibling", "recipes_needed", "measure_in_order", "gain_stderr"]
 
 POLICIES = ("floor", "fastest", "faithful")
 SEQUENCE, EXACT_P = 1, 2  # VCATTN_RECIPE_SEQUENCE, VCATTN_RECIPE_EXACT_P
@@ -35,8 +36,9 @@ RECIPES = ("k-means", "sequence", "k-means+exact-P", "sequence+exact-P")
 _P = ctypes.c_void_p
 _i64 = ctypes.c_int64
 _SIGS = {
-    "vcattn_head_recipes_choose": [ctypes.c_int, _i64, _P, _P, ctypes.c_double, _P],
-    "vcattn_head_recipes_measure": [_P, ctypes.c_int, _P, _P, _i64, _P, _P],
+    "vcattn_head_recipes_choose": [ctypes.c_int, _i64, _P, _P, _P, ctypes.c_double, ctypes.c_double, _P],
+    "vcattn_head_recipes_measure": [_P, ctypes.c_int, _P, _P, _i64, _P, _P, _P],
+    "vcattn_head_gain_stderr": [_P, _P, _i64, _i64, _P],
     "vcattn_method_exact_p": [_P, _P],
 }
 
@@ -47,13 +49,27 @@ def _fn(name):
     return f
 
 
+@functools.lru_cache(maxsize=None)
 def defaults():
-    """(rows, margin_db): the measurement's defaults (vcattn_head_policy_defaults, vcattn.h)."""
-    rows, margin = ctypes.c_int64(), ctypes.c_double()
+    """(rows, margin_db, stderrs): the measurement's defaults (vcattn_head_policy_defaults,
+    vcattn.h) - rows measured per head, the floor's margin, and how many standard errors of its
+    measured gain a recipe must clear besides."""
+    rows, margin, stderrs = ctypes.c_int64(), ctypes.c_double(), ctypes.c_double()
     f = lib.vcattn_head_policy_defaults
-    f.argtypes, f.restype = [ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double)], None
-    f(ctypes.byref(rows), ctypes.byref(margin))
-    return rows.value, margin.value
+    f.argtypes, f.restype = [ctypes.POINTER(ctypes.c_int64)] + [ctypes.POINTER(ctypes.c_double)] * 2, None
+    f(ctypes.byref(rows), ctypes.byref(margin), ctypes.byref(stderrs))
+    return rows.value, margin.value, stderrs.value
+
+
+def gain_stderr(host_err: np.ndarray, recipe_err: np.ndarray, population: int) -> float:
+    """vcattn_head_gain_stderr: the standard error (dB) of a recipe's gain over the host recipe
+    from the paired per-row squared errors of n rows sampled from `population`."""
+    h = np.ascontiguousarray(host_err, dtype=np.float64)
+    r = np.ascontiguousarray(recipe_err, dtype=np.float64)
+    out = ctypes.c_double()
+    check(_fn("vcattn_head_gain_stderr")(h.ctypes.data, r.ctypes.data, h.shape[0], int(population),
+                                         ctypes.addressof(out)), "vcattn_head_gain_stderr")
+    return out.value
 
 
 def measure_fn():
@@ -81,13 +97,17 @@ def has_exact_sibling(method: str) -> bool:
     return _fn("vcattn_method_exact_p")(ctypes.byref(config(method)), ctypes.byref(out)) == 0
 
 
-def choose(policy: str, psnr: np.ndarray, floor_db: np.ndarray, margin_db: float = 0.0) -> np.ndarray:
-    """(n,) uint8 recipes from psnr (n, 4) and floor_db (n,) (vcattn_head_recipes_choose)."""
+def choose(policy: str, psnr: np.ndarray, floor_db: np.ndarray, margin_db: float = 0.0,
+           stderr_db: np.ndarray | None = None) -> np.ndarray:
+    """(n,) uint8 recipes from psnr (n, 4), floor_db (n,) and the standard errors of the
+    recipes' gains stderr_db (n, 4) or None (vcattn_head_recipes_choose)."""
     psnr = np.ascontiguousarray(psnr, dtype=np.float64)
     floor_db = np.ascontiguousarray(floor_db, dtype=np.float64)
+    se = None if stderr_db is None else np.ascontiguousarray(stderr_db, dtype=np.float64)
     out = np.zeros(psnr.shape[0], np.uint8)
     check(_fn("vcattn_head_recipes_choose")(POLICIES.index(policy), psnr.shape[0], psnr.ctypes.data,
-                                             floor_db.ctypes.data, float(margin_db), out.ctypes.data),
+                                             None if se is None else se.ctypes.data, floor_db.ctypes.data,
+                                             float(margin_db), defaults()[2], out.ctypes.data),
           "vcattn_head_recipes_choose")
     return out
 
@@ -98,21 +118,25 @@ def recipes_needed(policy: str) -> int:
     return 2 if policy == "fastest" else len(RECIPES)
 
 
-def measure_in_order(policy: str, floor_db: np.ndarray, margin_db: float, run) -> np.ndarray:
-    """psnr (n, 4) from ``run(r) -> (n,) PSNR of recipe r on every head``, NaN where not run.
+def measure_in_order(policy: str, floor_db: np.ndarray, margin_db: float, run):
+    """(psnr (n, 4), stderr_db (n, 4)) from ``run(r) -> (psnr, stderr_db)``, each (n,), of recipe
+    r on every head; NaN where not run.
 
     Recipes run in the order 0, 1, 2, 3. Under "floor" the next recipe runs only while some head
-    has none at ``floor_db + margin_db`` yet: choose() takes the first recipe that reaches the
-    floor, and a head that reaches none takes the most faithful - by then all four were run -, so
-    it chooses exactly what it would with every recipe measured. On a layer whose heads all keep
-    the method as designed that is one kernel run instead of four."""
+    has none at ``floor_db + margin_db`` and its standard errors yet: choose() takes the first
+    recipe that reaches the floor, and a head that reaches none takes the most faithful - by then
+    all four were run -, so it chooses exactly what it would with every recipe measured. On a
+    layer whose heads all keep the method as designed that is one kernel run instead of four."""
     need = np.asarray(floor_db, np.float64) + float(margin_db)
     psnr = np.full((need.shape[0], len(RECIPES)), np.nan)
+    se = np.full_like(psnr, np.nan)
+    k = defaults()[2]
     for r in range(recipes_needed(policy)):
-        psnr[:, r] = run(r)
-        if policy == "floor" and (psnr[:, :r + 1] >= need[:, None]).any(axis=1).all():
+        psnr[:, r], se[:, r] = run(r)
+        doubt = k * se[:, :r + 1] if k > 0 else 0.0
+        if policy == "floor" and (psnr[:, :r + 1] >= need[:, None] + doubt).any(axis=1).all():
             break
-    return psnr
+    return psnr, se
 
 
 def apply(perm, recipes: np.ndarray):

@@ -351,7 +351,7 @@ class Plan:
                  schedule: Schedule | None = None, warm_start: bool = True, num_threads: int = 0, name=None,
                  policy: str | None = "floor", policy_rows: int | None = None, policy_margin_db: float | None = None):
         check_kmeans_args(clusters, iterations, num_threads)
-        rows_default, margin_default = head_policy.defaults()
+        rows_default, margin_default, _ = head_policy.defaults()
         policy_rows = rows_default if policy_rows is None else policy_rows
         policy_margin_db = margin_default if policy_margin_db is None else policy_margin_db
         head_policy.check_policy(policy, policy_rows, policy_margin_db)
@@ -361,6 +361,7 @@ class Plan:
         self.recipes = None       # (B, H) uint8 head recipes (vcattn.head_policy), chosen on first use
         self.recipe_psnr = None   # (B, H, 4) what each recipe measured, dB (NaN: not run)
         self.recipe_floor = None  # (B, H) the host recipe's (sage2-8bit) PSNR on the same rows
+        self.recipe_stderr = None  # (B, H, 4) the standard error of each recipe's gain over it, dB
         self._applied = None      # (perm, perm with the recipes applied, exact-P flags)
         if schedule is not None and not isinstance(schedule, Schedule):
             raise TypeError("vcattn.Plan: schedule must be a vcattn.Schedule or None")
@@ -476,15 +477,17 @@ class Plan:
 
     def apply_recipes(self, perm, method: str, measure):
         """(perm, head_exact or None) for a call of `method` on this permutation: the head recipes
-        (chosen on the first call of a shape with ``measure(perm) -> (psnr, floor)``, then reused
+        (chosen on the first call of a shape with ``measure(perm) -> (psnr, stderr, floor)``, then reused
         on every later step) applied - sequence order where chosen, exact-P flags."""
         if self.policy is None or perm is None or not head_policy.has_exact_sibling(method):
             return perm, None
         b, h, _ = perm.shape
         if self.recipes is None or self.recipes.shape != (b, h):
-            psnr, floor_db = measure(perm)
-            self.recipes = head_policy.choose(self.policy, psnr, floor_db, self.policy_margin_db).reshape(b, h)
+            psnr, stderr_db, floor_db = measure(perm)
+            self.recipes = head_policy.choose(self.policy, psnr, floor_db, self.policy_margin_db,
+                                              stderr_db).reshape(b, h)
             self.recipe_psnr = psnr.reshape(b, h, 4)
+            self.recipe_stderr = stderr_db.reshape(b, h, 4)
             self.recipe_floor = floor_db.reshape(b, h)
             self._applied = None
         # the applied permutation and flags are kept while the plan's permutation stays: a call
@@ -500,17 +503,22 @@ class Plan:
         return self._applied[1], self._applied[2]
 
     def recipe_summary(self) -> dict:
-        """Per head: the chosen recipe and what each recipe measured against the floor (dB; None for
-        a recipe the policy did not need to run)."""
+        """Per head: the chosen recipe, what each recipe measured against the floor and that
+        gain's standard error (dB; None for a recipe the policy did not need to run)."""
         if self.recipes is None:
             return {}
         margin = (self.recipe_psnr - self.recipe_floor[..., None]).reshape(-1, 4).round(2)
-        return {"policy": self.policy, "recipes": head_policy.names(self.recipes),
-                "margin_db": [[None if np.isnan(x) else float(x) for x in row] for row in margin]}
+        out = {"policy": self.policy, "recipes": head_policy.names(self.recipes),
+               "margin_db": [[None if np.isnan(x) else float(x) for x in row] for row in margin]}
+        if self.recipe_stderr is not None:
+            se = self.recipe_stderr.reshape(-1, 4).round(3)
+            out["stderr_db"] = [[None if np.isnan(x) else float(x) for x in row] for row in se]
+        return out
 
     def __setstate__(self, state):
         # an unpickled or deep-copied plan is another plan: it gets its own handle
         self.__dict__.update(state)
+        self.__dict__.setdefault("recipe_stderr", None)  # plans pickled before it existed
         self.handle = register(self)
 
     def copy(self) -> "Plan":
@@ -518,8 +526,8 @@ class Plan:
                  warm_start=self.warm_start, num_threads=self.num_threads, name=self.name, policy=self.policy,
                  policy_rows=self.policy_rows, policy_margin_db=self.policy_margin_db)
         p._applied = None
-        for name in ("recipes", "recipe_psnr", "recipe_floor"):
-            val = getattr(self, name)
+        for name in ("recipes", "recipe_psnr", "recipe_floor", "recipe_stderr"):
+            val = getattr(self, name, None)  # recipe_stderr: not in plans pickled before it
             setattr(p, name, None if val is None else val.copy())
         p.perm = None if self.perm is None else _copy(self.perm)
         p.centroids = None if self.centroids is None else _copy(self.centroids)

@@ -63,7 +63,7 @@ def main():
         scale = 1.0 / q.shape[-1] ** 0.5
         r = dict(shape=list(q.shape), reuse_ms=reuse, recipes=vcattn.head_policy.names(plan.recipes))
         for policy in ("floor", "faithful"):
-            ms, (psnr, _) = wall_ms(lambda: _gpu.measure_recipes(q, k, v, "HND", scale, METHOD, plan.perm,
+            ms, (psnr, _, _) = wall_ms(lambda: _gpu.measure_recipes(q, k, v, "HND", scale, METHOD, plan.perm,
                                                                 plan.policy_rows, policy, plan.policy_margin_db))
             r[policy] = dict(ms=ms, runs=int((~torch.as_tensor(psnr).isnan()).any(dim=0).sum()) + 1,
                              over_40_steps=ms / (40 * reuse))
