@@ -39,11 +39,12 @@ grep -q "head dimension" "$tmp/err" && ok "head-dim error says why" || bad "head
 expect_rc 0 "eval --policy floor" "$cli" eval --workload-heads 2 --frames 1 --height 16 --width 32 --query-rows 32 \
     --policy-rows 32 --methods sage2-8bit,vsmooth-split-blockmax-8bit --policy floor --quiet
 grep -q "vsmooth-split-blockmax-8bit+policy" "$tmp/out" && ok "--policy prints the policy rows" || bad "--policy prints the policy rows"
-grep -Eq "recipe per head 0 (k-means|sequence)[a-zA-Z+-]*, 1 (k-means|sequence)" "$tmp/out" && ok "--policy names each head's recipe" ||
-    bad "--policy names each head's recipe"
+grep -Eq "recipe per head \(.*\) 0 (k-means|sequence)[a-zA-Z+-]* \([+-][0-9.]+, se [0-9.]+\), 1 (k-means|sequence)" "$tmp/out" &&
+    ok "--policy names each head's recipe, its gain and standard error" || bad "--policy names each head's recipe, its gain and standard error"
 expect_rc 0 "eval --policy --json" "$cli" eval --workload-heads 1 --frames 1 --height 16 --width 32 --query-rows 32 \
     --policy-rows 32 --methods vsmooth-split-blockmax-8bit --policy faithful --json --quiet
 grep -q '"method": "vsmooth-split-blockmax-8bit+policy", "policy": "faithful"' "$tmp/out" && grep -q '"recipes": \["' "$tmp/out" &&
+    grep -Eq '"recipe_gain_db": \[-?[0-9.e+-]+\], "recipe_stderr_db": \[[0-9.e+-]+\]' "$tmp/out" &&
     ok "--policy JSON carries the policy and the recipes" || bad "--policy JSON carries the policy and the recipes"
 expect_err 2 "a bad --policy exits 2" "floor, fastest or faithful" "$cli" eval --policy best --quiet
 expect_err 2 "--policy without a method that has an exact sibling exits 2" "exact sibling" "$cli" eval --methods sage2-8bit \

@@ -148,6 +148,13 @@ static const char *json_num(char *buf, size_t n, double x, int digits) {
     return buf;
 }
 
+/* A signed JSON number, or null where it is not finite (a standard error with one row of many). */
+static const char *json_signed(char *buf, size_t n, double x, int digits) {
+    if (!isfinite(x)) return "null";
+    snprintf(buf, n, "%.*g", digits, x);
+    return buf;
+}
+
 /* Sums behind the fidelity metrics and the error budget (the formulas of
  * src/metrics.c), so that one head's numbers and the overall ones (all
  * evaluated heads' rows pooled) come from one code path. */
@@ -286,6 +293,9 @@ int vc_cmd_eval(int argc, char **argv) {
     int64_t *prows = np ? (int64_t *)malloc((size_t)npr * sizeof(int64_t)) : NULL;
     int32_t *ident = np ? (int32_t *)malloc((size_t)(B * Skv) * sizeof(int32_t)) : NULL;
     uint8_t *recipe = np ? (uint8_t *)calloc((size_t)(np * nh * B), 1) : NULL;
+    /* per head, the chosen recipe's measured gain over sage2-8bit and its standard error (dB) */
+    double *rgain = np ? (double *)malloc((size_t)(2 * np * nh * B) * sizeof(double)) : NULL;
+    double *rse = rgain ? rgain + np * nh * B : NULL;
     uint8_t *exact = np ? (uint8_t *)malloc((size_t)B) : NULL;
     float *ref = (float *)malloc((size_t)per_head * sizeof(float));
     float *out = (float *)malloc((size_t)per_head * sizeof(float));
@@ -297,7 +307,7 @@ int vc_cmd_eval(int argc, char **argv) {
     metric_sums *hsum = (metric_sums *)calloc((size_t)(nrows_all * nh), sizeof(metric_sums));
     double *secs = (double *)calloc((size_t)nrows_all, sizeof(double));
     if (!ref || !out || !pqv || (sampled && !rows) || !perm || (o.have_grid && !cube) || !tv || !hsum || !secs ||
-        (np && (!prows || !ident || !recipe || !exact))) {
+        (np && (!prows || !ident || !recipe || !rgain || !exact))) {
         rc = vc_cli_fail("eval", VCATTN_STATUS_OUT_OF_MEMORY);
         goto done;
     }
@@ -400,6 +410,11 @@ int vc_cmd_eval(int argc, char **argv) {
                 if (!st)
                     st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps, se, fl, o.policy_margin_db,
                                                     o.policy_stderrs, rec + b0);
+                for (int64_t b = 0; b < nb && !st; ++b) {
+                    const int64_t at = (pi * nh + hi) * B + b0 + b, c = rec[b0 + b];
+                    rgain[at] = ps[b * VCATTN_RECIPE_COUNT + c] - fl[b];
+                    rse[at] = se[b * VCATTN_RECIPE_COUNT + c];
+                }
             }
             if (st) { progress("\n"); rc = vc_cli_fail("head_recipes", st); goto done; }
             /* one (batch, head) view per batch item: its order from the plan or the identity */
@@ -464,9 +479,14 @@ int vc_cmd_eval(int argc, char **argv) {
                 metric_values hv = sums_finish(&hsum[mi * nh + hi]);
                 printf("%s{\"head\": %lld, ", hi ? ", " : "", (long long)o.heads[hi]);
                 if (mi >= nm) {
+                    const int64_t at = ((mi - nm) * nh + hi) * B;
+                    char nbuf[32];
                     printf("\"recipes\": [");
-                    for (int64_t b = 0; b < B; ++b)
-                        printf("%s\"%s\"", b ? ", " : "", k_recipe_names[recipe[((mi - nm) * nh + hi) * B + b]]);
+                    for (int64_t b = 0; b < B; ++b) printf("%s\"%s\"", b ? ", " : "", k_recipe_names[recipe[at + b]]);
+                    printf("], \"recipe_gain_db\": [");
+                    for (int64_t b = 0; b < B; ++b) printf("%s%s", b ? ", " : "", json_signed(nbuf, sizeof nbuf, rgain[at + b], 4));
+                    printf("], \"recipe_stderr_db\": [");
+                    for (int64_t b = 0; b < B; ++b) printf("%s%s", b ? ", " : "", json_signed(nbuf, sizeof nbuf, rse[at + b], 4));
                     printf("], ");
                 }
                 print_json_metrics(&hv);
@@ -510,16 +530,20 @@ int vc_cmd_eval(int argc, char **argv) {
             print_table_row(name, "all", &mv);
         }
         for (int pi = 0; pi < np; ++pi) {
-            printf("\n%s+policy (%s, %lld rows measured per head): recipe per head", vcattn_method_name((vcattn_method)pm[pi]),
-                   o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful", (long long)npr);
+            printf("\n%s+policy (%s, %lld rows measured per head): recipe per head (its gain over sage2-8bit on "
+                   "those rows, dB, and that gain's standard error)",
+                   vcattn_method_name((vcattn_method)pm[pi]), o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful",
+                   (long long)npr);
             for (int64_t hi = 0; hi < nh; ++hi)
-                for (int64_t b = 0; b < B; ++b)
+                for (int64_t b = 0; b < B; ++b) {
+                    const int64_t at = (pi * nh + hi) * B + b;
                     if (B > 1)
                         printf("%s%lld/b%lld %s", hi + b ? ", " : " ", (long long)o.heads[hi], (long long)b,
-                               k_recipe_names[recipe[(pi * nh + hi) * B + b]]);
+                               k_recipe_names[recipe[at]]);
                     else
-                        printf("%s%lld %s", hi ? ", " : " ", (long long)o.heads[hi],
-                               k_recipe_names[recipe[(pi * nh + hi) * B + b]]);
+                        printf("%s%lld %s", hi ? ", " : " ", (long long)o.heads[hi], k_recipe_names[recipe[at]]);
+                    printf(" (%+.2f, se %.2f)", rgain[at], rse[at]);
+                }
             printf("\n");
         }
     }
@@ -538,6 +562,7 @@ done:
     free(prows);
     free(ident);
     free(recipe);
+    free(rgain);
     free(exact);
     tensors_free(&t);
     return rc;
