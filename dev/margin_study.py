@@ -13,8 +13,9 @@ full call's rows), so the study separates what the FLOOR policy's margin is for:
 sampling error.  Per head it prints
 
   gain_rows  10 log10(MSE_host / MSE_recipe0) on the measured rows (dB; the peak cancels),
-  se_rows    its standard error from the same rows (the delta method on the paired per-row
-             squared errors: a ratio estimator's),
+  se_rows    its standard error from the same rows, as the policy computes it
+             (vcattn_head_gain_stderr: the paired per-row squared errors, the delta method,
+             the finite-population correction),
   gain_all   the same gain on the truth rows,
 
 and, for a few margin rules, which heads would keep recipe 0 and whether the truth then falls
@@ -30,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import vcattn  # noqa: E402
-from vcattn import _cpu  # noqa: E402
+from vcattn import _cpu, head_policy  # noqa: E402
 
 DB = 10 / np.log(10)
 
@@ -61,14 +62,13 @@ def row_sq_err(out, ref):
     return ((out.astype(np.float64) - ref.astype(np.float64)) ** 2).sum(axis=-1)
 
 
-def gain_and_se(e_host, e_rec):
-    """(gain dB, its standard error dB) per head from (B, H, n) paired per-row squared errors."""
+def gain_and_se(e_host, e_rec, population):
+    """(gain dB, its standard error dB) per head from (B, H, n) paired per-row squared errors of n
+    rows out of `population`: the standard error is the policy's own (vcattn_head_gain_stderr)."""
+    gain = DB * np.log(e_host.sum(-1) / e_rec.sum(-1))
     n = e_host.shape[-1]
-    sh, sr = e_host.sum(-1), e_rec.sum(-1)
-    ratio = sh / sr
-    resid = e_host - ratio[..., None] * e_rec  # the ratio estimator's linearisation
-    se_rel = np.sqrt(resid.var(-1, ddof=1) * n) / sh  # SE(ratio) / ratio
-    return DB * np.log(ratio), DB * se_rel
+    se = [head_policy.gain_stderr(h, r, population) for h, r in zip(e_host.reshape(-1, n), e_rec.reshape(-1, n))]
+    return gain, np.asarray(se).reshape(gain.shape)
 
 
 RULES = (("margin 0.25 dB", 0.25, 0.0), ("margin 0", 0.0, 0.0), ("2 standard errors", 0.0, 2.0),
@@ -126,8 +126,8 @@ def main():
         perm = _cpu.plan_heads(v, 0, a.threads, seed=seed)
         rec_t, _, _ = _cpu.simulate_rows(q, k, v, trows, scale, a.threads, method, perm)
         rec_m, _, _ = _cpu.simulate_rows(q, k, v, mrows, scale, a.threads, method, perm)
-        g_all, _ = gain_and_se(eh_t, row_sq_err(rec_t, ref_t))
-        g_rows, se = gain_and_se(eh_m, row_sq_err(rec_m, ref_m))
+        g_all, _ = gain_and_se(eh_t, row_sq_err(rec_t, ref_t), sq)
+        g_rows, se = gain_and_se(eh_m, row_sq_err(rec_m, ref_m), sq)
         res["seeds"][seed] = dict(gain_all=g_all.reshape(-1).tolist(), gain_rows=g_rows.reshape(-1).tolist(),
                                   se_rows=se.reshape(-1).tolist())
         for hh in range(b * h):

@@ -230,7 +230,7 @@ typedef enum vcattn_head_policy {
  * query rows measured per head; the margin over the host recipe the FLOOR policy asks for
  * besides the measurement's own uncertainty (dB); and how many standard errors of a
  * recipe's measured gain over the host recipe it must clear.  A few hundred rows' PSNR is an
- * estimate whose error depends on the head (0.03 dB on randn, 0.1-0.8 dB on video heads at
+ * estimate whose error depends on the head (0.03 dB on randn, 0.1-0.75 dB on video heads at
  * 512 rows): docs/method.md, "Per-head recipes"; docs/fidelity-analysis.md, "The
  * measurement's error". */
 #define VCATTN_HEAD_POLICY_ROWS 512

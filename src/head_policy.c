@@ -29,7 +29,7 @@ void vcattn_head_policy_defaults(int64_t *rows, double *margin_db, double *stder
 }
 
 /* Why a standard error and not a fixed margin: the rows' sampling error of a head's gain is
- * 0.03 dB on randn heads and 0.1-0.8 dB on video heads at 512 rows (a few rows of a sink
+ * 0.03 dB on randn heads and 0.1-0.75 dB on video heads at 512 rows (a few rows of a sink
  * head carry most of its error), so one margin is 7 standard errors on the first and under
  * one on the second (docs/fidelity-analysis.md, "The measurement's error"). */
 vcattn_status vcattn_head_gain_stderr(const double *host_err, const double *recipe_err, int64_t n,

@@ -141,18 +141,16 @@ static int load_inputs(eval_options *o, tensors *t) {
 
 static const char *k_order_names[3] = {"sequence", "cube", "clustered"};
 
-/* A JSON number, or null for what was not measured (< 0) or is not finite. */
-static const char *json_num(char *buf, size_t n, double x, int digits) {
-    if (!isfinite(x) || x < 0.0) return "null";
-    snprintf(buf, n, "%.*g", digits, x);
-    return buf;
-}
-
 /* A signed JSON number, or null where it is not finite (a standard error with one row of many). */
 static const char *json_signed(char *buf, size_t n, double x, int digits) {
     if (!isfinite(x)) return "null";
     snprintf(buf, n, "%.*g", digits, x);
     return buf;
+}
+
+/* A JSON number, or null for what was not measured (< 0) or is not finite. */
+static const char *json_num(char *buf, size_t n, double x, int digits) {
+    return x < 0.0 ? "null" : json_signed(buf, n, x, digits);
 }
 
 /* Sums behind the fidelity metrics and the error budget (the formulas of
@@ -484,9 +482,11 @@ int vc_cmd_eval(int argc, char **argv) {
                     printf("\"recipes\": [");
                     for (int64_t b = 0; b < B; ++b) printf("%s\"%s\"", b ? ", " : "", k_recipe_names[recipe[at + b]]);
                     printf("], \"recipe_gain_db\": [");
-                    for (int64_t b = 0; b < B; ++b) printf("%s%s", b ? ", " : "", json_signed(nbuf, sizeof nbuf, rgain[at + b], 4));
+                    for (int64_t b = 0; b < B; ++b)
+                        printf("%s%s", b ? ", " : "", json_signed(nbuf, sizeof nbuf, rgain[at + b], 4));
                     printf("], \"recipe_stderr_db\": [");
-                    for (int64_t b = 0; b < B; ++b) printf("%s%s", b ? ", " : "", json_signed(nbuf, sizeof nbuf, rse[at + b], 4));
+                    for (int64_t b = 0; b < B; ++b)
+                        printf("%s%s", b ? ", " : "", json_signed(nbuf, sizeof nbuf, rse[at + b], 4));
                     printf("], ");
                 }
                 print_json_metrics(&hv);
@@ -532,8 +532,8 @@ int vc_cmd_eval(int argc, char **argv) {
         for (int pi = 0; pi < np; ++pi) {
             printf("\n%s+policy (%s, %lld rows measured per head): recipe per head (its gain over sage2-8bit on "
                    "those rows, dB, and that gain's standard error)",
-                   vcattn_method_name((vcattn_method)pm[pi]), o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful",
-                   (long long)npr);
+                   vcattn_method_name((vcattn_method)pm[pi]),
+                   o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful", (long long)npr);
             for (int64_t hi = 0; hi < nh; ++hi)
                 for (int64_t b = 0; b < B; ++b) {
                     const int64_t at = (pi * nh + hi) * B + b;

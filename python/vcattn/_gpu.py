@@ -318,7 +318,8 @@ def _gain_stderr(host_err, recipe_err, population: int):
     (B*H, n) paired per-row squared errors - the standard error of 10 log10(sum host / sum
     recipe) for n rows sampled from `population` (the delta method, the finite population
     correction; 0 when either sum is 0 or every row was measured, inf for one row of several).
-    python/tests/test_head_policy_stderr.py holds it to the C function."""
+    python/tests/test_torch.py (test_policy_stderr_on_the_device_is_the_c_definition) holds it to the
+    C function."""
     import torch
 
     n = host_err.shape[-1]
