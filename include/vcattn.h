@@ -677,7 +677,7 @@ typedef struct vcattn_gpu_layout {
     size_t q_codes, q_scale, q_km, k_codes, k_scale, k_mean, k_partial, v_codes, v_scale,
         v_mean, v_block_mean, v_amax, v_mean_tc,
         output_flag, /* u32: zeroed by the preprocessing, set by the kernel (vcattn_gpu_output_status) */
-        direct_heads, /* u32 per (batch, head), by the preprocessing: which kernel (fast or DIRECT) runs the head */
+        direct_rows,  /* u32 per (batch, head, 64-row block of Q), by the preprocessing: which kernel (fast or DIRECT) runs its tile */
         key_norm,     /* f32 (B, H, seq_kv): the V norms the exact keys are ranked by (scratch: then
                          each head's first entries hold the exact keys' positions, i32) */
         key_order,    /* i32 (B, H, seq_kv): the order the call runs, the exact keys at its end */

@@ -26,7 +26,7 @@ def test_gpu_layout_mirror():
     """vcattn_gpu_layout: three int64 then 19 size_t offsets (the Python side reads output_flag)."""
     assert ctypes.sizeof(_lib.GpuLayout) == 3 * 8 + 19 * ctypes.sizeof(ctypes.c_size_t)
     names = [f[0] for f in _lib.GpuLayout._fields_]
-    assert names[-6:] == ["output_flag", "direct_heads", "key_norm", "key_order", "lse_q", "total"]
+    assert names[-6:] == ["output_flag", "direct_rows", "key_norm", "key_order", "lse_q", "total"]
 
 
 def test_gpu_reference_params_mirror():

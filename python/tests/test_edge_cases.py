@@ -86,7 +86,7 @@ def test_large_scores_default_method_finite_and_close(rng, case, device, request
     SCORE_OVERFLOW; ExpCast above ~6.8e10, the exp path above ~1.2e21, where every input with
     a nonzero score breaks its bracket); the call then takes torch SDPA with one warning
     (exact, so close). vsmooth-8bit ran the kernel there and gave NaN rows before.
-    CUDA, q or k x 1e6 .. 1e30: NaN rows until the DIRECT kernel (direct_heads.cu): heads whose
+    CUDA, q or k x 1e6 .. 1e30: NaN rows until the DIRECT kernel (direct_rows.cu): heads whose
     score scale a = 8c passes 2^-7 take ExpCast's direct bracket and, on the exp path, round
     s c before subtracting the max (one FFMA made the product's rounding residual the
     exponent)."""

@@ -215,7 +215,7 @@ class GpuLayout(ctypes.Structure):  # vcattn_gpu_layout
     _fields_ = [("sq_pad", c_i64), ("skv_pad", c_i64), ("exact_keys", c_i64)] + [
         (name, ctypes.c_size_t) for name in (
             "q_codes", "q_scale", "q_km", "k_codes", "k_scale", "k_mean", "k_partial", "v_codes", "v_scale",
-            "v_mean", "v_block_mean", "v_amax", "v_mean_tc", "output_flag", "direct_heads", "key_norm",
+            "v_mean", "v_block_mean", "v_amax", "v_mean_tc", "output_flag", "direct_rows", "key_norm",
             "key_order", "lse_q", "total")]
 
 

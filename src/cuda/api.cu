@@ -119,7 +119,7 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
         if ((s = vc_len_layout(p, &R, L))) return s;
         size_t *fields[] = {&L->q_codes, &L->q_scale, &L->q_km, &L->k_codes, &L->k_scale, &L->k_mean,
                             &L->k_partial, &L->v_codes, &L->v_scale, &L->v_mean, &L->v_block_mean,
-                            &L->v_amax, &L->v_mean_tc, &L->direct_heads, &L->key_norm, &L->key_order,
+                            &L->v_amax, &L->v_mean_tc, &L->direct_rows, &L->key_norm, &L->key_order,
                             &L->lse_q};
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) *fields[i] += R.base;
         L->output_flag = 0;
@@ -152,7 +152,7 @@ extern "C" vcattn_status vcattn_gpu_workspace_layout(const vcattn_gpu_params *p,
     /* per group of 8 blocks 2 x 128 x 16 B (attention/restore.cuh) */
     VC_CARVE(v_mean_tc, BH * (size_t)(2 * ((nkb + 7) / 8)) * VC_GPU_DPAD * 16);
     VC_CARVE(output_flag, sizeof(unsigned));
-    VC_CARVE(direct_heads, BH * sizeof(unsigned));
+    VC_CARVE(direct_rows, BH * (size_t)(sq_pad / 64) * sizeof(unsigned));
     if (n_exact) {
         VC_CARVE(key_norm, BH * (size_t)p->seq_kv * sizeof(float));
         VC_CARVE(key_order, BH * (size_t)p->seq_kv * sizeof(int32_t));
@@ -281,10 +281,10 @@ static vcattn_status vc_preprocess_one(const vcattn_gpu_params *p, uint8_t *w, c
         a.perm = x.order;
     }
     cudaError_t e = vc_prep_launch(a, (int)(p->batch * p->heads), bf16, stream);
-    /* which heads need the DIRECT kernel: a function of the scales, so here, not in the kernel
+    /* which tiles need the DIRECT kernel: a function of the scales, so here, not in the kernel
      * half (which then writes nothing a concurrent run on this workspace reads) */
     if (e == cudaSuccess)
-        e = vc_direct_heads_launch(a.q_scale, a.k_scale, a.sq_pad, a.nkb, vc_c0(p), (unsigned *)(w + L.direct_heads),
+        e = vc_direct_rows_launch(a.q_scale, a.k_scale, a.sq_pad, a.nkb, vc_c0(p), (unsigned *)(w + L.direct_rows),
                                    (int)(p->batch * p->heads), stream);
     return e == cudaSuccess ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_CUDA_ERROR;
 }
@@ -374,7 +374,7 @@ static vcattn_status vc_kernel_one(const vcattn_gpu_params *p, const uint8_t *w,
     a.c0 = vc_c0(p);
     a.bm_descent = vc_blockmax_descent(a.nkb);
     a.output_flag = flag;
-    a.direct_heads = (const unsigned *)(w + L.direct_heads);
+    a.direct_rows = (const unsigned *)(w + L.direct_rows);
     a.head_exact = p->head_exact;
     const int BH = (int)(p->batch * p->heads);
     const int bf16 = p->output_dtype == VCATTN_GPU_DTYPE_BF16;

@@ -69,8 +69,8 @@ struct vc_attn_args {
     float c0; /* (float)(softmax scale * log2 e) */
     float bm_descent; /* the block-max scale's fall per block, vc_blockmax_descent(nkb) */
     unsigned *output_flag; /* set (atomicOr 1) when a row's output or LSE is not finite */
-    const unsigned *direct_heads; /* per (batch, head), from the preprocessing: VC_HEAD_DIRECT where
-                                     some scale a = 8c may pass 2^-7 (direct_heads.cu) */
+    const unsigned *direct_rows;  /* per (batch, head, 64-row block of Q), from the preprocessing:
+                                     VC_HEAD_DIRECT where some scale a = 8c may pass 2^-7 (direct_rows.cu) */
     const uint8_t *head_exact;    /* the caller's per-head exact-P flags, NULL = none: VC_HEAD_EXACT */
     unsigned head_gate;           /* the VC_HEAD_EXACT bit of the heads this launch runs (kernel.cuh) */
 };
@@ -91,12 +91,12 @@ struct vc_exact_args {
 cudaError_t vc_exact_order_launch(const vc_exact_args &a, int BH, int bf16, cudaStream_t s);
 cudaError_t vc_exact_merge_launch(const vc_exact_args &a, int BH, int in_bf16, int out_bf16, cudaStream_t s);
 
-/* A head's kernel, as bits (kernel.cuh): */
-#define VC_HEAD_DIRECT 1u /* the two-rounding P (direct_heads.cu) */
+/* Which kernel runs a tile, as bits (kernel.cuh): */
+#define VC_HEAD_DIRECT 1u /* the two-rounding P (direct_rows.cu) */
 #define VC_HEAD_EXACT 2u  /* the exact-exponential sibling's kernel (the caller's head_exact) */
-/* direct_heads.cu: the VC_HEAD_DIRECT word per (batch, head) into flags, from the
+/* direct_rows.cu: the VC_HEAD_DIRECT word per (batch, head, 64-row block of Q) into flags, from the
  * preprocessing's scales (q_scale (BH, sq_pad / 64, 32), k_scale (BH, nkb, 4)) */
-cudaError_t vc_direct_heads_launch(const float *q_scale, const float *k_scale, int sq_pad, int nkb, float c0,
+cudaError_t vc_direct_rows_launch(const float *q_scale, const float *k_scale, int sq_pad, int nkb, float c0,
                                    unsigned *flags, int BH, cudaStream_t s);
 
 /* One 16-bit element's bits (BF16 or FP16) as FP32. */

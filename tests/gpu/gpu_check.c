@@ -5,7 +5,7 @@
  *
  *   gpu_check check            small shapes, all methods, random + outlier inputs
  *   gpu_check medium           (1,2,4096,4096,128) vs FP64 reference
- *   gpu_check small            one small shape, plain and with Q x 1e6 (for compute-sanitizer)
+ *   gpu_check small            small shapes, plain and with Q x 1e6 on all or some rows (for compute-sanitizer)
  *   gpu_check prepcheck        preprocessing only: vectorized vs scalar path bit for bit
  *                              (whole workspace), codes vs the CPU, 8-byte-aligned views
  *   gpu_check vsmooth-off      a V-Smooth method's P path with V-Smooth off vs the simulation
@@ -284,6 +284,9 @@ static int run_check(void) {
         {1, 2, 513, 1000, 64, 1, 0, 0, 0, 0, 0},
         /* Q x 1e6 and x 1e20: every head flagged, the DIRECT kernel against the simulation */
         {1, 2, 300, 400, 128, 0, 0, 0, 1, 1, 1e6f}, {1, 2, 129, 300, 64, 1, 0, 0, 0, 1, 1e20f},
+        /* Q x 1e6 from row 300 (from 200): each head's first tiles in the fast kernel, the rest in
+         * the DIRECT one (a tile flagged by its second 64-row block only, at head_dim 64) */
+        {1, 2, 600, 400, 128, 0, 0, 0, 1, 1, 1e6f, 300}, {1, 2, 700, 300, 64, 1, 1, 0, 0, 1, 1e6f, 200},
         /* 586 key blocks: the block-max descent d = 64/586 lets the grouped restore skip
          * its group floor (softmax_numerics.h) */
         {1, 1, 200, 75000, 128, 0, 1, 0, 1, 1, 0},
@@ -309,12 +312,15 @@ static int recipes_shape(const shape_t *s, vcattn_method m, vcattn_method siblin
 static int reference_shape(const shape_t *s);
 
 /* for compute-sanitizer: one ordinary shape (the fast kernels), the same with Q x 1e6
- * (every head in the DIRECT kernels) and at head_dim 64 */
+ * (every head in the DIRECT kernels), with Q x 1e6 from row 150 (each head in both), and at
+ * head_dim 64 */
 static int run_small(void) {
     shape_t a = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 0}, b = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 1e6f},
-            c = {1, 2, 200, 300, 64, 0, 1, 0, 1, 1, 0}; /* the head_dim 64 kernel */
+            c = {1, 2, 200, 300, 64, 0, 1, 0, 1, 1, 0}, /* the head_dim 64 kernel */
+            d = {1, 2, 300, 300, 128, 0, 1, 0, 1, 1, 1e6f, 150};
     double worst = 0;
     return check_shape(&a, 0, &worst) + check_shape(&b, 0, &worst) + check_shape(&c, 0, &worst) +
+           check_shape(&d, 0, &worst) +
            recipes_shape(&a, VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT, VCATTN_METHOD_VSMOOTH_BLOCKMAX_8BIT) +
            reference_shape(&c);
 }

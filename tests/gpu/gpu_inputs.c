@@ -61,7 +61,10 @@ void make_inputs(const shape_t *s, inputs_t *in) {
     in->v = (float *)malloc(sizeof(float) * (size_t)nk);
     float qk_gain = s->outliers ? 2.0f : 1.0f;
     const float q_gain = s->q_gain != 0.0f ? s->q_gain : 1.0f;
-    for (int64_t i = 0; i < nq; ++i) in->q[i] = round_in(s, q_gain * qk_gain * rnd_normal());
+    for (int64_t i = 0; i < nq; ++i) {
+        const int64_t row = i / s->D % s->Sq; /* the host copy is (B,H,S,D) */
+        in->q[i] = round_in(s, (row >= s->q_gain_from ? q_gain : 1.0f) * qk_gain * rnd_normal());
+    }
     for (int64_t bh = 0; bh < s->B * s->H; ++bh) {
         float koff[128];
         for (int d = 0; d < s->D; ++d) koff[d] = s->outliers ? 5.0f * rnd_normal() : 0.0f;

@@ -33,7 +33,9 @@ typedef struct {
     int outliers;  /* V outlier tokens x20 in 8 channels, K += 5*randn(D), q,k x2 */
     int fp16_in, fp16_out;
     int use_perm;
-    float q_gain;  /* Q x q_gain (0: 1): huge score scales, the DIRECT kernel (direct_heads.cu) */
+    float q_gain;  /* Q x q_gain (0: 1): huge score scales, the DIRECT kernel (direct_rows.cu) */
+    int64_t q_gain_from; /* q_gain only on query rows from this one on (0: every row): a head whose
+                            tiles are split between the fast and the DIRECT kernel */
 } shape_t;
 
 typedef struct {

@@ -1,5 +1,5 @@
 """Q scaled by 1e3 .. 1e30 on CUDA: NaN rows, non-finite LSE and rel-L2 against the FP64
-reference per GPU method (issue 14; the DIRECT kernel, direct_heads.cu).  On the device:
+reference per GPU method (issue 14; the DIRECT kernel, direct_rows.cu).  On the device:
     PYTHONPATH=python VCATTN_LIBRARY=<dir>/libvcattn.so python3 tests/gpu/large_score_scan.py
 """
 import sys, numpy as np, torch

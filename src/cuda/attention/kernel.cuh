@@ -54,11 +54,16 @@ __global__ void __launch_bounds__(VC_ATT_THREADS_OF(DH), 1)
     constexpr int NC = VC_ATT_CONSUMERS_OF(DH); /* consumer warpgroups */
     const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
     const int bh = blockIdx.y, qtile = blockIdx.x, nkb = a.nkb;
-    /* each head runs in exactly one kernel: its P path (a.head_gate: the method's or the
-     * exact sibling's) and DIRECT for the heads whose score scale needs the two-rounding P
-     * (direct_heads.cu, from the preprocessing); the whole CTA leaves */
-    const unsigned head = a.direct_heads[bh] | (a.head_exact && a.head_exact[bh] ? VC_HEAD_EXACT : 0u);
-    if (head != (a.head_gate | (DIRECT ? VC_HEAD_DIRECT : 0u))) return;
+    /* each tile runs in exactly one kernel: its head's P path (a.head_gate: the method's or the
+     * exact sibling's) and DIRECT when one of its 64-row blocks has a score scale that needs the
+     * two-rounding P (direct_rows.cu, from the preprocessing); the whole CTA leaves */
+    unsigned tile = a.head_exact && a.head_exact[bh] ? VC_HEAD_EXACT : 0u;
+    {
+        const int qblocks = a.sq_pad / 64, b0 = qtile * (VC_ATT_TILE_ROWS(DH) / 64);
+        const int b1 = min(b0 + VC_ATT_TILE_ROWS(DH) / 64, qblocks); /* a 192-row tile may reach past sq_pad */
+        for (int blk = b0; blk < b1; ++blk) tile |= a.direct_rows[(size_t)bh * qblocks + blk];
+    }
+    if (tile != (a.head_gate | (DIRECT ? VC_HEAD_DIRECT : 0u))) return;
 
     if (tid == 0) {
         for (int s = 0; s < VC_ATT_STAGES; ++s) {
@@ -142,8 +147,8 @@ static cudaError_t vc_attn_launch_one(const vc_attn_args &a, const vc_tma_maps &
     return cudaGetLastError();
 }
 
-/* The fast kernel (its CTAs of heads flagged by direct_heads.cu leave at once) and the DIRECT
- * kernel behind it (only flagged heads stay: for ordinary inputs none, a launch whose CTAs all
+/* The fast kernel (its CTAs of tiles flagged by direct_rows.cu leave at once) and the DIRECT
+ * kernel behind it (only flagged tiles stay: for ordinary inputs none, a launch whose CTAs all
  * return). */
 template <int PP, typename OutT, int DH>
 static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &maps, int BH, cudaStream_t s) {
@@ -153,7 +158,7 @@ static cudaError_t vc_attn_launch_t(const vc_attn_args &a, const vc_tma_maps &ma
 }
 
 /* One P path's kernels (either output type) for DH channels: its heads are those whose
- * a.direct_heads bit 1 equals a.head_gate.  One instantiation per method of method_list.h
+ * exact-P flag (VC_HEAD_EXACT) equals a.head_gate.  One instantiation per method of method_list.h
  * that has a kernel. */
 template <int DH>
 static cudaError_t vc_attn_launch_path(const vc_attn_args &a, const vc_tma_maps &maps, int BH, int pp, int out_bf16,
