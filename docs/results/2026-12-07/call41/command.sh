@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # call 41 (next session): the DIRECT kernel's tiles flagged per 64-row block of Q instead of per head
 # (branch direct-rows; .pre/tree.tgz = its build) against main's build (.pre/main.tgz):
-#  1. gpu_check check (every earlier shape's hash must stay: outputs bit-identical; compare with
+#  1. gpu_check reference (the policy's reference rows with the shared P split, vc_mma16_split),
+#     gpu_check check (every earlier shape's hash must stay: outputs bit-identical; compare with
 #     results/2026-12-07/call38/out/check.txt) and memcheck + racecheck of gpu_check small;
 #  2. the video-like HunyuanVideo-shaped masked call kernel by kernel (tree), and in turn (each build);
 #  3. Wan 720p on a video-like layer (`vcattn workload --preset video-long-wan720p --heads 40`,
@@ -17,6 +18,7 @@ left() { echo $(( ${VC_LIMIT:-560} - ($(date +%s) - T0) )); }
 pack() { tar -czf $OUT/call41.tgz.part -C $W . && mv $OUT/call41.tgz.part $OUT/call41.tgz; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
 mkdir -p /tmp/pre /tmp/tree && tar -xzf .pre/main.tgz -C /tmp/pre && tar -xzf .pre/tree.tgz -C /tmp/tree
+timeout 90 /tmp/tree/gpu_check reference > $W/reference.txt 2>&1; el "reference rc $?"; tail -3 $W/reference.txt
 timeout 60 /tmp/tree/gpu_check check > $W/check.txt 2>&1; el "check rc $?"; grep -E ": [0-9]+ failed" $W/check.txt; pack
 for tool in memcheck racecheck; do timeout 60 compute-sanitizer --tool $tool --error-exitcode 9 /tmp/tree/gpu_check small \
     > $W/san_$tool.txt 2>&1; el "$tool rc $?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY" $W/san_$tool.txt | tail -1; done; pack
