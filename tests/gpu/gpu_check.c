@@ -284,14 +284,16 @@ static int run_check(void) {
         {1, 2, 513, 1000, 64, 1, 0, 0, 0, 0, 0},
         /* Q x 1e6 and x 1e20: every head flagged, the DIRECT kernel against the simulation */
         {1, 2, 300, 400, 128, 0, 0, 0, 1, 1, 1e6f}, {1, 2, 129, 300, 64, 1, 0, 0, 0, 1, 1e20f},
-        /* Q x 1e6 from row 300 (from 200): each head's first tiles in the fast kernel, the rest in
-         * the DIRECT one (a tile flagged by its second 64-row block only, at head_dim 64) */
-        {1, 2, 600, 400, 128, 0, 0, 0, 1, 1, 1e6f, 300}, {1, 2, 700, 300, 64, 1, 1, 0, 0, 1, 1e6f, 200},
         /* 586 key blocks: the block-max descent d = 64/586 lets the grouped restore skip
          * its group floor (softmax_numerics.h) */
         {1, 1, 200, 75000, 128, 0, 1, 0, 1, 1, 0},
         /* the head_dim 64 kernel past the means ring's four group slots (40 key blocks) */
         {1, 2, 300, 5000, 64, 0, 1, 0, 1, 1, 0},
+        /* Q x 1e6 from row 300 (from 200): each head's first tiles in the fast kernel, the rest in
+         * the DIRECT one (a tile flagged by its second 64-row block only, at head_dim 64).  Last:
+         * the inputs come from one random stream, so a shape added before the others would
+         * change every later shape's inputs and hash */
+        {1, 2, 600, 400, 128, 0, 0, 0, 1, 1, 1e6f, 300}, {1, 2, 700, 300, 64, 1, 1, 0, 0, 1, 1e6f, 200},
     };
     int fails = 0;
     double worst = 0;
