@@ -6,7 +6,9 @@
 #     racecheck ran in call 41 on the same kernels);
 #  2. the kernel alone with cuDNN BF16, SageAttention2 and cuDNN FP8 in the same run: Wan 720p,
 #     HunyuanVideo-1.5's valid shape, CogVideoX-5B's head_dim 64 shape, 8K;
-#  3. one Wan2.2-A14B-shaped denoising step, cuDNN against vcattn (device_check.sh e2e).
+#  3. HunyuanVideo-1.5's masked call in turn with cuDNN BF16 on the valid tokens, two rounds: randn,
+#     then a video-like layer (`vcattn workload --preset video-long-hunyuan720p --heads 16 --frames 32`);
+#  4. one Wan2.2-A14B-shaped denoising step, cuDNN against vcattn (device_check.sh e2e).
 # The outputs are packed into one tarball after every stage (a run cut short keeps what it had).
 set -u
 export PATH=$PATH:/usr/local/cuda/bin
@@ -26,6 +28,13 @@ el "synccheck rc $?"; grep -E "ERROR SUMMARY" $W/san_synccheck.txt | tail -1; pa
     VC_BENCH_METHODS=vsmooth-split-blockmax-8bit,sage2-8bit OUT=$W/bench VC_PREBUILT=/tmp/pre \
     timeout 240 bash scripts/device_check.sh bench > $W/bench_stage.txt 2>&1
   el "bench rc $?"; sed -n '/== summary/,$p' $W/bench_stage.txt | cut -c1-200; pack; }
-[ $(left) -gt 150 ] && { OUT=$W/e2e VC_PREBUILT=/tmp/pre timeout $(( $(left) - 10 )) bash scripts/device_check.sh e2e \
+[ $(left) -gt 120 ] && { VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout 90 python3 dev/profile_call.py \
+    --no-profile --rounds 2 --json $W/rounds.json > $W/rounds.txt 2>&1; el "randn rounds rc $?"; tail -6 $W/rounds.txt | cut -c1-200; pack; }
+[ $(left) -gt 120 ] && { timeout 30 /tmp/pre/vcattn workload --preset video-long-hunyuan720p --heads 16 --frames 32 \
+    --out /tmp/hy --quiet; el "workload rc $?"
+  VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout 90 python3 dev/profile_call.py --no-profile --rounds 2 \
+    --inputs /tmp/hy --json $W/rounds_video.json > $W/rounds_video.txt 2>&1; el "video rounds rc $?"
+  tail -6 $W/rounds_video.txt | cut -c1-200; rm -rf /tmp/hy; pack; }
+[ $(left) -gt 170 ] && { OUT=$W/e2e VC_PREBUILT=/tmp/pre timeout $(( $(left) - 10 )) bash scripts/device_check.sh e2e \
     > $W/e2e_stage.txt 2>&1; el "e2e rc $?"; tail -12 $W/e2e_stage.txt | cut -c1-200; pack; }
 el end
