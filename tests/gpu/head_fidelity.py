@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Per-head fidelity of the default method through the product path, over k-means seeds, on the GPU.
 
-For every input (the `vcattn workload` presets named by --inputs, and randn (1, 8, 8192, 128)
+For every input (the `vcattn workload` presets named by --inputs - "preset:heads=16,frames=32"
+for a preset at another size - and randn (1, 8, 8192, 128)
 from a CPU torch.Generator seeded 0), on the GPU:
   * the FP64 reference (torch float64 over the BF16 values, every row, chunked);
   * sage2-8bit (vcattn), and the real SageAttention2 kernel if importable
@@ -41,9 +42,16 @@ def load_bf16(path):
 
 
 def preset_qkv(vcattn_bin, name, work):
-    """q, k, v (CUDA BF16) of `vcattn workload --preset name`, written under work/name."""
-    d = os.path.join(work, name)
-    subprocess.run([vcattn_bin, "workload", "--preset", name, "--out", d, "--quiet"], check=True)
+    """q, k, v (CUDA BF16) of `vcattn workload --preset name`, written under work.  A name may
+    carry workload options after a colon, "preset:heads=16,frames=32" meaning `--preset preset
+    --heads 16 --frames 32` (a preset at another size)."""
+    preset, _, opts = name.partition(":")
+    args = ["--preset", preset]
+    for kv in filter(None, opts.split(",")):
+        key, _, val = kv.partition("=")
+        args += [f"--{key}", val]
+    d = os.path.join(work, name.replace(":", "_").replace(",", "_").replace("=", ""))
+    subprocess.run([vcattn_bin, "workload", *args, "--out", d, "--quiet"], check=True)
     return tuple(load_bf16(os.path.join(d, f"{t}.npy")) for t in "qkv")
 
 
