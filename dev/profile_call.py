@@ -19,6 +19,7 @@ import argparse
 import collections
 import json
 import os
+import statistics
 import sys
 
 import torch
@@ -115,7 +116,7 @@ def main():
         print("== the default plan's head recipes: " + ", ".join(res["recipes"]))
     if args.rounds:
         res["rounds_ms"] = rounds
-        med = {n: sorted(t)[len(t) // 2] for n, t in rounds.items()}
+        med = {n: statistics.median(t) for n, t in rounds.items()}  # of an even count: the middle two's mean
         print("== medians of the rounds: " + ", ".join(f"{n} {t:.2f} ms" for n, t in med.items()))
         for n, t in med.items():
             if n != "cudnn-valid":
