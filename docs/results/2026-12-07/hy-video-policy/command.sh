@@ -12,3 +12,10 @@ for s in 0 1; do
   $B/vcattn eval --npy /tmp/hy/q.npy /tmp/hy/k.npy /tmp/hy/v.npy --grid 32,45,80 --heads 10,13 --query-rows 2000 \
       --methods sage2-8bit,vsmooth-split-blockmax-8bit --policy floor --seed $s > eval_2000rows_heads10_13_seed$s.txt
 done
+# then the policy on 2,048 rows per head instead of 512 (a few evaluated rows only), and the
+# measured rows' share of frame-first tokens (frame_first_rows.py, run from the repository root)
+for s in 0 1; do
+  $B/vcattn eval --npy /tmp/hy/q.npy /tmp/hy/k.npy /tmp/hy/v.npy --grid 32,45,80 --query-rows 16 \
+      --methods sage2-8bit,vsmooth-split-blockmax-8bit --policy floor --policy-rows 2048 --seed $s > eval_policy2048rows_seed$s.txt
+done
+(cd ../../../.. && python3 docs/results/2026-12-07/hy-video-policy/frame_first_rows.py) > frame_first_rows.txt
