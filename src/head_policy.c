@@ -160,11 +160,11 @@ vcattn_status vcattn_head_recipes_measure(const vcattn_attention_params *p, vcat
     q.o = out;
     if (!st) st = vcattn_simulate_attention_rows(&q, &host, NULL, rows, n_rows, NULL);
     if (!st) st = vc_psnr_heads(ref, out, bh, n_rows, D, floor_db, 1, host_err);
+    const int64_t population = p->seq_q > n_rows ? p->seq_q : n_rows; /* rows may repeat */
     for (int r = 0; r < VCATTN_RECIPE_COUNT && !st; ++r) {
         st = vcattn_simulate_attention_heads(&q, &cfg, (r & VCATTN_RECIPE_SEQUENCE) ? ident : perm,
                                              (r & VCATTN_RECIPE_EXACT_P) ? all_exact : NULL, rows, n_rows, NULL);
         if (!st) st = vc_psnr_heads(ref, out, bh, n_rows, D, psnr + r, VCATTN_RECIPE_COUNT, rec_err);
-        const int64_t population = p->seq_q > n_rows ? p->seq_q : n_rows; /* rows may repeat */
         for (int64_t i = 0; i < bh && !st && stderr_db; ++i)
             st = vcattn_head_gain_stderr(host_err + i * n_rows, rec_err + i * n_rows, n_rows, population,
                                          stderr_db + i * VCATTN_RECIPE_COUNT + r);
