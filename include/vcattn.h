@@ -118,6 +118,15 @@ vcattn_status vcattn_reference_attention(const vcattn_attention_params *p);
  * evenly strided over [0, seq_q), the first one row 0.  1 <= n_rows <= seq_q. */
 vcattn_status vcattn_strided_rows(int64_t seq_q, int64_t n_rows, int64_t *rows);
 
+/* One row in each of n_rows equal strata of [0, seq_q) (stratum i is
+ * [floor(i*seq_q/n_rows), floor((i+1)*seq_q/n_rows))), at an offset within
+ * the stratum fixed by a hash of i: strictly ascending, the same on every
+ * call.  The rows the per-head policy measures.  Unlike strided rows they
+ * cannot line up with a period of the sequence: 512 strided rows of a
+ * 115,200-token layer of 3,600-token frames fall on the same 16 positions of
+ * every frame, and 32 of them on frame-first tokens (docs/fidelity-analysis.md). */
+vcattn_status vcattn_stratified_rows(int64_t seq_q, int64_t n_rows, int64_t *rows);
+
 vcattn_status vcattn_reference_attention_rows(const vcattn_attention_params *p,
                                               const int64_t *rows, int64_t n_rows);
 

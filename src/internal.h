@@ -18,6 +18,14 @@ static inline int vc_mul_i64(int64_t a, int64_t b, int64_t *out) {
     return 1;
 }
 
+/* splitmix64's finaliser: a bijective 64-bit mix, the library's one hash (the k-means streams,
+ * the policy's row offsets). */
+static inline uint64_t vc_mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 /* The strides of a contiguous (B, H, S, D) layout, {H*S*D, S*D, D}, for the
  * *_params_init calls: a product that overflows int64 (or has a negative
  * size in it) becomes INT64_MAX instead of undefined behaviour.  Validation

@@ -96,3 +96,15 @@ vcattn_status vcattn_strided_rows(int64_t seq_q, int64_t n_rows, int64_t *rows) 
     for (int64_t i = 0; i < n_rows; ++i) rows[i] = i * seq_q / n_rows;
     return VCATTN_STATUS_SUCCESS;
 }
+
+vcattn_status vcattn_stratified_rows(int64_t seq_q, int64_t n_rows, int64_t *rows) {
+    if (!rows) return VCATTN_STATUS_NULL_POINTER;
+    if (seq_q < 1 || n_rows < 1 || n_rows > seq_q) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (seq_q > INT32_MAX) return VCATTN_STATUS_SIZE_OVERFLOW;
+    for (int64_t i = 0; i < n_rows; ++i) {
+        const int64_t lo = i * seq_q / n_rows, len = (i + 1) * seq_q / n_rows - lo; /* len >= 1 */
+        /* the offset's modulo bias is below len / 2^64: nothing a sample of rows could see */
+        rows[i] = lo + (int64_t)(vc_mix64((uint64_t)i + 0x9E3779B97F4A7C15ull) % (uint64_t)len);
+    }
+    return VCATTN_STATUS_SUCCESS;
+}

@@ -31,12 +31,7 @@ void vcattn_kmeans_params_init(vcattn_kmeans_params *p) {
 
 /* ---- small helpers ----------------------------------------------------------- */
 
-static uint64_t vc_splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t vc_splitmix64(uint64_t *state) { return vc_mix64(*state += 0x9E3779B97F4A7C15ull); }
 
 /* Uniform in [0, n), n >= 1, without modulo bias (rejection). */
 static uint64_t vc_rng_below(uint64_t *state, uint64_t n) {

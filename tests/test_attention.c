@@ -909,6 +909,60 @@ TEST(sampled_rows_packed_across_tiles) {
     problem_free(&pr);
 }
 
+/* The policy's rows: one in each stratum, ascending, and not lined up with a period of the
+ * sequence.  The layer that showed the need: 115,200 tokens in 3,600-token frames, 512 rows;
+ * strided rows put 32 on frame-first tokens (the frame's 1/3,600 of the layer), stratified ones
+ * about 512/3,600 in expectation.  Two other periods (a 1,280-token latent row of a 720p frame,
+ * a 4,725-token Wan frame at 75,600) and a seq_q the rows do not divide. */
+TEST(stratified_rows_one_per_stratum_without_aliasing) {
+    const int64_t cases[4][3] = {{115200, 512, 3600}, {115200, 512, 1280}, {75600, 512, 4725}, {9601, 1000, 40}};
+    for (int c = 0; c < 4; ++c) {
+        const int64_t S = cases[c][0], n = cases[c][1], period = cases[c][2];
+        int64_t *rows = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+        int64_t *strided = (int64_t *)malloc(sizeof(int64_t) * (size_t)n);
+        CHECK_STATUS(vcattn_stratified_rows(S, n, rows), VCATTN_STATUS_SUCCESS);
+        CHECK_STATUS(vcattn_strided_rows(S, n, strided), VCATTN_STATUS_SUCCESS);
+        int64_t first = 0, off_stratum = 0, same = 0, distinct_phase = 0;
+        char *seen = (char *)calloc((size_t)period, 1);
+        for (int64_t i = 0; i < n; ++i) {
+            off_stratum += rows[i] < i * S / n || rows[i] >= (i + 1) * S / n;
+            first += rows[i] % period == 0;
+            same += rows[i] == strided[i];
+            distinct_phase += !seen[rows[i] % period];
+            seen[rows[i] % period] = 1;
+        }
+        CHECK_MSG(off_stratum == 0, "S=%lld: %lld rows outside their stratum", (long long)S, (long long)off_stratum);
+        /* the expected count is n / period (0.14 on the first layer); the bound is a Poisson tail of
+         * 1e-3 or less */
+        const double expect = (double)n / (double)period;
+        CHECK_MSG((double)first <= expect + 4.0 * sqrt(expect) + 3.5, "S=%lld period %lld: %lld rows on a period's "
+                  "first token, %.2f expected", (long long)S, (long long)period, (long long)first, expect);
+        if (c == 0) { /* the measure sees the aliasing it guards against */
+            int64_t strided_first = 0;
+            for (int64_t i = 0; i < n; ++i) strided_first += strided[i] % period == 0;
+            CHECK(strided_first == 32);
+        }
+        /* the offsets are spread, not one fixed shift of the strided rows */
+        CHECK_MSG(same < n / 8, "S=%lld: %lld of %lld rows are the strided ones", (long long)S, (long long)same,
+                  (long long)n);
+        /* the rows visit many phases of the period (strided: 16 phases of 3,600 at 115,200 / 512) */
+        const int64_t want = (n < period ? n : period) / 2;
+        CHECK_MSG(distinct_phase >= want, "S=%lld period %lld: %lld distinct phases, want >= %lld", (long long)S,
+                  (long long)period, (long long)distinct_phase, (long long)want);
+        int64_t again[1000];
+        CHECK_STATUS(vcattn_stratified_rows(S, n, again), VCATTN_STATUS_SUCCESS);
+        CHECK(memcmp(again, rows, sizeof(int64_t) * (size_t)n) == 0); /* fixed: the same rows every call */
+        free(rows); free(strided); free(seen);
+    }
+    int64_t rows[8];
+    CHECK_STATUS(vcattn_stratified_rows(5, 5, rows), VCATTN_STATUS_SUCCESS);
+    CHECK(rows[0] == 0 && rows[4] == 4); /* strata of one row */
+    CHECK_STATUS(vcattn_stratified_rows(4, 5, rows), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_stratified_rows(4, 0, rows), VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_stratified_rows(4, 2, NULL), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_stratified_rows((int64_t)INT32_MAX + 1, 2, rows), VCATTN_STATUS_SIZE_OVERFLOW);
+}
+
 TEST(sampled_rows_rule_and_bad_lists) {
     int64_t rows[8];
     CHECK_STATUS(vcattn_strided_rows(10, 4, rows), VCATTN_STATUS_SUCCESS);

@@ -311,7 +311,7 @@ int vc_cmd_eval(int argc, char **argv) {
     }
     vcattn_status st;
     if (sampled && (st = vcattn_strided_rows(Sq, nr, rows))) { rc = vc_cli_fail("strided_rows", st); goto done; }
-    if (np && (st = vcattn_strided_rows(Sq, npr, prows))) { rc = vc_cli_fail("strided_rows", st); goto done; }
+    if (np && (st = vcattn_stratified_rows(Sq, npr, prows))) { rc = vc_cli_fail("stratified_rows", st); goto done; }
     for (int64_t i = 0; np && i < B * Skv; ++i) ident[i] = (int32_t)(i % Skv);
 
     progress("vcattn eval: %s, B=%lld H=%lld Sq=%lld Skv=%lld D=%lld\n",

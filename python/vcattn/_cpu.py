@@ -122,7 +122,6 @@ def strided_rows(seq_q: int, n_rows: int) -> np.ndarray:
     check(lib.vcattn_strided_rows(int(seq_q), int(n_rows), _i64p(rows)), "vcattn_strided_rows")
     return rows
 
-
 def _rows_params(q, k, v, n_rows, sm_scale, num_threads):
     """float32 operands of (B, H, S, D) views and a compact (B, H, n_rows, D) output."""
     qo, ko, vo = (_tensors.as_operand(x, "HND") for x in (q, k, v))
@@ -199,9 +198,7 @@ def measure_recipes(problem_params, method: str, perm: np.ndarray, seq_q: int, r
     problem_params: the call's vcattn_attention_params (its o is not written: the C side uses
     buffers of its own)."""
     n = min(int(rows), int(seq_q))
-    r = np.empty(n, np.int64)
-    check(lib.vcattn_strided_rows(int(seq_q), n, r.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))),
-          "vcattn_strided_rows")
+    r = head_policy.measured_rows(seq_q, n)
     bh = problem_params.batch * problem_params.heads
     p = _lib.AttentionParams()
     ctypes.pointer(p)[0] = problem_params  # a copy: o_stride is set for the compact rows below

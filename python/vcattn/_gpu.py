@@ -474,7 +474,7 @@ def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, pol
                     margin_db: float = 0.0):
     """psnr (B*H, 4) (NaN: not run), stderr_db (B*H, 4) (each recipe's gain over the host recipe:
     vcattn_head_gain_stderr), floor (B*H,) on the GPU: the kernel of sage2-8bit and of the
-    recipes the policy needs (head_policy.measure_in_order) on `rows` strided query rows (a small
+    recipes the policy needs (head_policy.measure_in_order) on `rows` stratified query rows (a small
     Q), compared with FP32 attention of the same rows (reference_rows).  The recipes share one
     preprocessing of K and V per order and run two at a time (_OrderPair): the plan's order and
     sequence order with the method's P, then, where the policy needs them, both with the exact P."""
@@ -483,7 +483,7 @@ def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, pol
     seq_dim = 2 if layout == "HND" else 1
     sq = q.shape[seq_dim]
     n = min(int(rows), int(sq))
-    idx = torch.as_tensor((np.arange(n, dtype=np.int64) * sq) // n, device=q.device)
+    idx = torch.as_tensor(head_policy.measured_rows(sq, n), device=q.device)
     qs = q.index_select(seq_dim, idx)
     perm = torch.as_tensor(perm, device=q.device).to(torch.int32)
     pair = _OrderPair(qs, k, v, layout, sm_scale, method, perm)

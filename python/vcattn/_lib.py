@@ -252,6 +252,7 @@ def _declare(h):
         "vcattn_method_default": (st, []),
         "vcattn_simulate_attention": (st, [P(AttentionParams), P(MethodConfig), vp, P(SimOutputs)]),
         "vcattn_strided_rows": (st, [i64, i64, P(i64)]),
+        "vcattn_stratified_rows": (st, [i64, i64, P(i64)]),
         "vcattn_reference_attention_rows": (st, [P(AttentionParams), P(i64), i64]),
         "vcattn_simulate_attention_rows": (st, [P(AttentionParams), P(MethodConfig), vp, P(i64), i64,
                                                  P(SimOutputs)]),
