@@ -172,7 +172,7 @@ for r in sampled + full + head1:
     for h in r["heads"]:
         assert set(h) == head_keys, set(h) ^ head_keys
 for r in sampled:
-    assert r["query_rows"] == 37 and r["query_row_rule"] == "floor(i*seq_q/query_rows)", r
+    assert r["query_rows"] == 37 and r["query_row_rule"] == "stratified", r
     assert r["evaluated_heads"] == [0, 1] and [h["head"] for h in r["heads"]] == [0, 1]
     assert r["row_tv_rows"] == 3  # ceil(37 / 16)
     assert 0 < r["rel_l2"] < 0.5 and 0.9 < r["cosine"] <= 1

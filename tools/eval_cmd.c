@@ -260,8 +260,8 @@ int vc_cmd_eval(int argc, char **argv) {
         return VC_EXIT_USAGE;
     }
     const int64_t nh = o.head_count;
-    /* which query rows: --query-rows n evenly strided, rows[i] = floor(i * Sq / n);
-     * n >= Sq means every row */
+    /* which query rows: --query-rows n, one in each of n strata (vcattn_stratified_rows: evenly
+     * strided rows line up with the frames of some layers); n >= Sq means every row */
     const int sampled = o.query_rows > 0 && o.query_rows < Sq;
     const int64_t nr = sampled ? o.query_rows : Sq;
     const int64_t ntv = (nr + o.tv_stride - 1) / o.tv_stride; /* row TV samples per (batch, head) */
@@ -310,15 +310,15 @@ int vc_cmd_eval(int argc, char **argv) {
         goto done;
     }
     vcattn_status st;
-    if (sampled && (st = vcattn_strided_rows(Sq, nr, rows))) { rc = vc_cli_fail("strided_rows", st); goto done; }
+    if (sampled && (st = vcattn_stratified_rows(Sq, nr, rows))) { rc = vc_cli_fail("stratified_rows", st); goto done; }
     if (np && (st = vcattn_stratified_rows(Sq, npr, prows))) { rc = vc_cli_fail("stratified_rows", st); goto done; }
     for (int64_t i = 0; np && i < B * Skv; ++i) ident[i] = (int32_t)(i % Skv);
 
     progress("vcattn eval: %s, B=%lld H=%lld Sq=%lld Skv=%lld D=%lld\n",
              o.npy[0] ? "captured tensors" : "synthetic video-DiT workload", (long long)B, (long long)H,
              (long long)Sq, (long long)Skv, (long long)D);
-    if (sampled) progress("  %lld query rows per head (row floor(i*%lld/%lld)), each over all %lld keys\n",
-                          (long long)nr, (long long)Sq, (long long)nr, (long long)Skv);
+    if (sampled) progress("  %lld query rows per head (one in each of %lld strata of %lld rows), each over all %lld keys\n",
+                          (long long)nr, (long long)nr, (long long)Sq, (long long)Skv);
 
     /* V statistics: the block-energy share in three orders, averaged over the evaluated heads */
     double share_sum[3] = {0.0, 0.0, 0.0};
@@ -469,7 +469,7 @@ int vc_cmd_eval(int argc, char **argv) {
                    "\"query_row_rule\": \"%s\", \"row_tv_rows\": %lld, \"evaluated_heads\": [",
                    json_num(nb[0], 32, share[0], 4), json_num(nb[1], 32, share[1], 4),
                    json_num(nb[2], 32, share[2], 4), secs[mi], (long long)B, (long long)H, (long long)Sq,
-                   (long long)D, (long long)Skv, (long long)nr, sampled ? "floor(i*seq_q/query_rows)" : "all",
+                   (long long)D, (long long)Skv, (long long)nr, sampled ? "stratified" : "all",
                    (long long)ntv);
             print_head_list(stdout, o.heads, nh);
             printf("], \"heads\": [");
@@ -499,8 +499,8 @@ int vc_cmd_eval(int argc, char **argv) {
         print_head_list(stdout, o.heads, nh);
         printf(" of %lld; ", (long long)H);
         if (sampled)
-            printf("%lld of %lld query rows per head (row floor(i*%lld/%lld)), each over all %lld keys\n",
-                   (long long)nr, (long long)Sq, (long long)Sq, (long long)nr, (long long)Skv);
+            printf("%lld of %lld query rows per head (one per stratum, vcattn_stratified_rows), each over all %lld keys\n",
+                   (long long)nr, (long long)Sq, (long long)Skv);
         else
             printf("all %lld query rows per head, over all %lld keys\n", (long long)Sq, (long long)Skv);
         printf("mean_row_tv over %lld evaluated rows per head and batch item (--tv-stride %lld)\n",

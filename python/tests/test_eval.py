@@ -26,6 +26,23 @@ def doc_keys(section):
     return set(re.findall(r"^\| `([a-z_0-9]+)` \|", body, re.M))
 
 
+def stratified_rows(seq_q, n):
+    """vcattn_stratified_rows written out: stratum i is [floor(i*S/n), floor((i+1)*S/n)), its row at
+    splitmix64's finaliser of (i + 0x9E3779B97F4A7C15) modulo the stratum's length."""
+    m = (1 << 64) - 1
+
+    def mix(z):
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+        return z ^ (z >> 31)
+
+    out = []
+    for i in range(n):
+        lo, hi = i * seq_q // n, (i + 1) * seq_q // n
+        out.append(lo + mix((i + 0x9E3779B97F4A7C15) & m) % (hi - lo))
+    return np.array(out)
+
+
 @pytest.fixture(scope="module")
 def small():
     q, k, v = make_qkv(np.random.default_rng(7), b=1, h=2, sq=300, skv=260, d=64)
@@ -35,7 +52,7 @@ def small():
 def test_sampled_rows_are_the_rows_of_a_full_run(small):
     q, k, v = small
     rep = vcattn.evaluate(q, k, v, methods=SMALL, device="cpu", query_rows=37, progress=False)
-    rows = np.floor(np.arange(37) * 300 / 37).astype(int)
+    rows = stratified_rows(300, 37)
     ref = vcattn.reference_attention(q, k, v)
     for m in SMALL:
         out = vcattn.attention(q, k, v, method=m)   # full call, k-means on the whole tensor

@@ -198,7 +198,7 @@ def measure_recipes(problem_params, method: str, perm: np.ndarray, seq_q: int, r
     problem_params: the call's vcattn_attention_params (its o is not written: the C side uses
     buffers of its own)."""
     n = min(int(rows), int(seq_q))
-    r = head_policy.measured_rows(seq_q, n)
+    r = _lib.stratified_rows(seq_q, n)
     bh = problem_params.batch * problem_params.heads
     p = _lib.AttentionParams()
     ctypes.pointer(p)[0] = problem_params  # a copy: o_stride is set for the compact rows below

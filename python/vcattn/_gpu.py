@@ -483,7 +483,7 @@ def measure_recipes(q, k, v, layout, sm_scale, method: str, perm, rows: int, pol
     seq_dim = 2 if layout == "HND" else 1
     sq = q.shape[seq_dim]
     n = min(int(rows), int(sq))
-    idx = torch.as_tensor(head_policy.measured_rows(sq, n), device=q.device)
+    idx = torch.as_tensor(_lib.stratified_rows(sq, n), device=q.device)
     qs = q.index_select(seq_dim, idx)
     perm = torch.as_tensor(perm, device=q.device).to(torch.int32)
     pair = _OrderPair(qs, k, v, layout, sm_scale, method, perm)

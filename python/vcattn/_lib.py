@@ -310,6 +310,18 @@ def check(status: int, function: str, detail: str = "") -> None:
         raise VcattnError(status, function, detail)
 
 
+def stratified_rows(seq_q: int, n_rows: int):
+    """vcattn_stratified_rows as an int64 numpy array: the query rows a sampled evaluation and the
+    per-head policy's measurement use, on the CPU and the GPU alike (one per stratum of the
+    sequence at a hashed offset; strided rows line up with the frames of some layers)."""
+    import numpy as np
+
+    rows = np.empty(int(n_rows), np.int64)
+    check(lib.vcattn_stratified_rows(int(seq_q), int(n_rows), rows.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))),
+          "vcattn_stratified_rows")
+    return rows
+
+
 def has_symbol(name: str) -> bool:
     try:
         getattr(load_library(), name)

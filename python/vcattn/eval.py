@@ -15,7 +15,7 @@ Two ways a method is evaluated (each result says which, key ``evaluation``):
   rows).  The error budget split needs the quantized P, which the kernel does not return:
   ``value_*``, ``probability_rel_l2`` and ``mean_row_tv`` are null.
 * ``"simulation, N sampled rows"`` (every method on the CPU; on CUDA the methods without a
-  kernel): the library's CPU simulation of N strided query rows per head
+  kernel): the library's CPU simulation of N stratified query rows per head
   (``vcattn_simulate_attention_rows``; each row exact over all keys, bit-identical to that row
   of a full run), against the FP64 reference of the same rows, with the error budget
   (value vs probability path, from the simulation's ``P_q V`` output) and the row TV.
@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from . import _cpu, _gpu, _tensors
+from . import _cpu, _gpu, _lib, _tensors
 from ._methods import GPU_METHODS, method_id, methods as all_methods, uses_vsmooth
 from .core import attention
 from .eval_report import EvalReport
@@ -328,7 +328,7 @@ def evaluate(q, k, v, methods=None, device=None, heads=None, query_rows=None, *,
         nr = min(int(query_rows), sq)
         if nr < 1:
             raise ValueError(f"vcattn.evaluate: query_rows must be >= 1, got {query_rows!r}")
-    rows = _cpu.strided_rows(sq, nr)
+    rows = _lib.stratified_rows(sq, nr)
     ntv = -(-nr // tv_stride)
 
     # the tensors of the full-row path: torch on the device (bfloat16 / float16 for the kernel)
@@ -453,7 +453,7 @@ def evaluate(q, k, v, methods=None, device=None, heads=None, query_rows=None, *,
         rec.update(block_energy_share_sequence=mean(share["sequence"]), block_energy_share_cube=mean(share["cube"]),
                    block_energy_share_clustered=mean(share["clustered"]), seconds=round(secs[m], 3),
                    shape=[b, h, sq, d], seq_kv=skv, query_rows=sq if is_full else nr,
-                   query_row_rule="all" if is_full or nr == sq else "floor(i*seq_q/query_rows)",
+                   query_row_rule="all" if is_full or nr == sq else "stratified",
                    row_tv_rows=0 if is_full else ntv, evaluated_heads=list(hsel),
                    heads=[dict(head=hh, **_finish(s)) for hh, s in zip(hsel, sums[m])])
         rec["evaluation"] = ((("kernel" if device == "cuda" else "vcattn.attention") + ", all rows") if is_full

@@ -77,16 +77,6 @@ def measure_fn():
     return _fn("vcattn_head_recipes_measure")
 
 
-def measured_rows(seq_q: int, n_rows: int) -> np.ndarray:
-    """The query rows a head is measured on, int64: one per stratum of the sequence at a hashed
-    offset (vcattn_stratified_rows), the same on the CPU and the GPU.  Strided rows would line up
-    with the frames of some layers (docs/fidelity-analysis.md)."""
-    rows = np.empty(int(n_rows), np.int64)
-    check(lib.vcattn_stratified_rows(int(seq_q), int(n_rows), rows.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))),
-          "vcattn_stratified_rows")
-    return rows
-
-
 def check_policy(policy, rows, margin_db):
     if policy is not None and policy not in POLICIES:
         raise ValueError(f"vcattn: policy must be one of {POLICIES} or None, got {policy!r}")

@@ -55,6 +55,18 @@ def preset_qkv(vcattn_bin, name, work):
     return tuple(load_bf16(os.path.join(d, f"{t}.npy")) for t in "qkv")
 
 
+def input_names(spec):
+    """--inputs split at its commas, except those between a preset's options: "a:heads=16,frames=32,b"
+    is ["a:heads=16,frames=32", "b"] (an item with '=' and no ':' continues the one before)."""
+    names = []
+    for item in filter(None, spec.split(",")):
+        if names and ":" in names[-1] and "=" in item and ":" not in item:
+            names[-1] += "," + item
+        else:
+            names.append(item)
+    return names
+
+
 def reference(q, k, v, chunk=2048):
     b, h, s, d = q.shape
     out = torch.empty((b, h, s, d), dtype=torch.float64, device=q.device)
@@ -99,7 +111,7 @@ def main():
     seeds = [int(s) for s in a.seeds.split(",")]
     results = dict(method=METHOD, torch=torch.__version__, gpu=torch.cuda.get_device_name(), inputs={})
     work = tempfile.mkdtemp()
-    for name in a.inputs.split(","):
+    for name in input_names(a.inputs):
         t0 = time.time()
         if name == "randn":
             g = torch.Generator().manual_seed(0)
