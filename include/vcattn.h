@@ -265,6 +265,19 @@ vcattn_status vcattn_head_recipes_choose(vcattn_head_policy policy, int64_t n_he
                                          const double *stderr_db, const double *floor_db, double margin_db,
                                          double stderrs, uint8_t *recipe);
 
+/* Which heads reached the FLOOR policy's floor with some measured recipe (the rule of
+ * vcattn_head_recipes_choose): reached (n_heads) 1 or 0.  A head that reached none falls back
+ * to its most faithful recipe, and on heavy-tailed heads that is often a false rejection of
+ * a recipe whose gain the rows under-read; so a caller measures the layer again on
+ * vcattn_head_policy_recheck_rows() rows and takes those heads' choice from the second
+ * measurement (once: docs/method.md, "Per-head recipes"). */
+vcattn_status vcattn_head_recipes_reached(int64_t n_heads, const double *psnr, const double *stderr_db,
+                                          const double *floor_db, double margin_db, double stderrs,
+                                          uint8_t *reached);
+/* The rows of that second measurement: 4 x rows, at most seq_q (then every row, measured whole).
+ * 0 when rows >= seq_q already (no second measurement) or on a bad argument. */
+int64_t vcattn_head_policy_recheck_rows(int64_t rows, int64_t seq_q);
+
 /* The measurement on the CPU: every recipe of `method` (a V-Smooth method with an exact
  * sibling) and sage2-8bit, simulated on the listed query rows of p (p->o: a (B, H, n_rows,
  * D) view, as for vcattn_simulate_attention_rows; it is used as scratch), each compared

@@ -1,6 +1,7 @@
 /* test_head_policy.c - per-head recipes: the simulation runs each head its own way
  * (bit-identical to the method run alone), the measurement reports what the simulation
  * and the reference say on the same rows, and the choice follows its rule. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,6 +91,58 @@ TEST(head_recipes_choose_stderr) {
  * sum, as on sink heads), the spread of the gain over many random subsets matches the mean
  * standard error.  (With still heavier tails, log-normal sigma 1.5, the delta method reads
  * about 25% low: one reason the policy asks for two standard errors.) */
+/* reached: 1 exactly where choose found a recipe at the floor (never where it fell back to the
+ * most faithful), on random measurements with random standard errors; the recheck's rows */
+TEST(head_recipes_reached_and_recheck_rows) {
+    enum { N = 400 };
+    double *psnr = (double *)malloc(sizeof(double) * N * VCATTN_RECIPE_COUNT);
+    double *se = (double *)malloc(sizeof(double) * N * VCATTN_RECIPE_COUNT);
+    double floor_db[N];
+    uint8_t reached[N], r[N];
+    test_rng rng = {test_seed() ^ 0x5eedu};
+    for (int h = 0; h < N; ++h) {
+        floor_db[h] = 40.0 + 20.0 * test_rng_uniform(&rng);
+        for (int c = 0; c < VCATTN_RECIPE_COUNT; ++c) {
+            /* gains of -2..+3 dB, standard errors 0..1.5 dB, now and then a recipe not measured */
+            psnr[h * VCATTN_RECIPE_COUNT + c] =
+                test_rng_uniform(&rng) < 0.1 ? NAN : floor_db[h] - 2.0 + 5.0 * test_rng_uniform(&rng);
+            se[h * VCATTN_RECIPE_COUNT + c] = 1.5 * test_rng_uniform(&rng);
+        }
+    }
+    CHECK_STATUS(vcattn_head_recipes_reached(N, psnr, se, floor_db, 0.0, 2.0, reached), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, N, psnr, se, floor_db, 0.0, 2.0, r),
+                 VCATTN_STATUS_SUCCESS);
+    int n_reached = 0, wrong = 0;
+    for (int h = 0; h < N; ++h) {
+        const double *ps = psnr + h * VCATTN_RECIPE_COUNT, *e = se + h * VCATTN_RECIPE_COUNT;
+        int any = 0;
+        for (int c = 0; c < VCATTN_RECIPE_COUNT; ++c) any |= !isnan(ps[c]) && ps[c] >= floor_db[h] + 2.0 * e[c];
+        wrong += any != reached[h];
+        /* the chosen recipe is at the floor where the head reached it */
+        wrong += reached[h] && !(ps[r[h]] >= floor_db[h] + 2.0 * e[r[h]]);
+        n_reached += reached[h];
+    }
+    CHECK_MSG(wrong == 0, "%d heads disagree with the floor rule", wrong);
+    CHECK_MSG(n_reached > N / 10 && n_reached < N - N / 10, "%d of %d reached: the draw tests nothing", n_reached, N);
+    /* a margin only removes heads */
+    uint8_t with_margin[N];
+    CHECK_STATUS(vcattn_head_recipes_reached(N, psnr, se, floor_db, 1.0, 2.0, with_margin), VCATTN_STATUS_SUCCESS);
+    for (int h = 0; h < N; ++h) CHECK(with_margin[h] <= reached[h]);
+    CHECK_STATUS(vcattn_head_recipes_reached(N, psnr, se, NULL, 0.0, 2.0, reached), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_head_recipes_reached(0, psnr, se, floor_db, 0.0, 2.0, reached), VCATTN_STATUS_BAD_SHAPE);
+    CHECK_STATUS(vcattn_head_recipes_reached(N, psnr, se, floor_db, 0.0, -1.0, reached),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+    free(psnr);
+    free(se);
+
+    CHECK(vcattn_head_policy_recheck_rows(512, 115200) == 2048);
+    CHECK(vcattn_head_policy_recheck_rows(512, 1500) == 1500); /* every row: measured whole */
+    CHECK(vcattn_head_policy_recheck_rows(512, 2048) == 2048);
+    CHECK(vcattn_head_policy_recheck_rows(512, 512) == 0);     /* already every row */
+    CHECK(vcattn_head_policy_recheck_rows(512, 300) == 0);
+    CHECK(vcattn_head_policy_recheck_rows(0, 300) == 0);
+}
+
 TEST(head_gain_stderr_predicts_sampling_error) {
     test_rng rng = {test_seed()};
     enum { N = 4000, n = 200, draws = 600 };

@@ -288,13 +288,17 @@ int vc_cmd_eval(int argc, char **argv) {
     }
     const int nrows_all = nm + np;
     const int64_t npr = o.policy_rows < Sq ? o.policy_rows : Sq;
-    int64_t *prows = np ? (int64_t *)malloc((size_t)npr * sizeof(int64_t)) : NULL;
+    /* heads that reach no recipe at the floor are measured again on more rows (FLOOR only) */
+    const int64_t npr2 = o.policy == VCATTN_HEAD_POLICY_FLOOR ? vcattn_head_policy_recheck_rows(npr, Sq) : 0;
+    int64_t *prows = np ? (int64_t *)malloc((size_t)(npr + npr2) * sizeof(int64_t)) : NULL;
+    int64_t *prows2 = prows ? prows + npr : NULL;
     int32_t *ident = np ? (int32_t *)malloc((size_t)(B * Skv) * sizeof(int32_t)) : NULL;
     uint8_t *recipe = np ? (uint8_t *)calloc((size_t)(np * nh * B), 1) : NULL;
     /* per head, the chosen recipe's measured gain over sage2-8bit and its standard error (dB) */
     double *rgain = np ? (double *)malloc((size_t)(2 * np * nh * B) * sizeof(double)) : NULL;
     double *rse = rgain ? rgain + np * nh * B : NULL;
     uint8_t *exact = np ? (uint8_t *)malloc((size_t)B) : NULL;
+    uint8_t *rechecked = np ? (uint8_t *)calloc((size_t)(np * nh * B), 1) : NULL; /* per (method, head, b) */
     float *ref = (float *)malloc((size_t)per_head * sizeof(float));
     float *out = (float *)malloc((size_t)per_head * sizeof(float));
     float *pqv = (float *)malloc((size_t)per_head * sizeof(float));
@@ -305,13 +309,14 @@ int vc_cmd_eval(int argc, char **argv) {
     metric_sums *hsum = (metric_sums *)calloc((size_t)(nrows_all * nh), sizeof(metric_sums));
     double *secs = (double *)calloc((size_t)nrows_all, sizeof(double));
     if (!ref || !out || !pqv || (sampled && !rows) || !perm || (o.have_grid && !cube) || !tv || !hsum || !secs ||
-        (np && (!prows || !ident || !recipe || !rgain || !exact))) {
+        (np && (!prows || !ident || !recipe || !rgain || !exact || !rechecked))) {
         rc = vc_cli_fail("eval", VCATTN_STATUS_OUT_OF_MEMORY);
         goto done;
     }
     vcattn_status st;
     if (sampled && (st = vcattn_stratified_rows(Sq, nr, rows))) { rc = vc_cli_fail("stratified_rows", st); goto done; }
     if (np && (st = vcattn_stratified_rows(Sq, npr, prows))) { rc = vc_cli_fail("stratified_rows", st); goto done; }
+    if (np && npr2 && (st = vcattn_stratified_rows(Sq, npr2, prows2))) { rc = vc_cli_fail("stratified_rows", st); goto done; }
     for (int64_t i = 0; np && i < B * Skv; ++i) ident[i] = (int32_t)(i % Skv);
 
     progress("vcattn eval: %s, B=%lld H=%lld Sq=%lld Skv=%lld D=%lld\n",
@@ -408,6 +413,27 @@ int vc_cmd_eval(int argc, char **argv) {
                 if (!st)
                     st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps, se, fl, o.policy_margin_db,
                                                     o.policy_stderrs, rec + b0);
+                uint8_t reached[8], again[8];
+                int64_t unreached = 0;
+                if (!st && npr2) {
+                    st = vcattn_head_recipes_reached(nb, ps, se, fl, o.policy_margin_db, o.policy_stderrs, reached);
+                    for (int64_t b = 0; b < nb && !st; ++b) unreached += !reached[b];
+                }
+                if (!st && unreached) { /* the second measurement; those heads take its choice */
+                    double ps2[8 * VCATTN_RECIPE_COUNT], se2[8 * VCATTN_RECIPE_COUNT], fl2[8];
+                    st = vcattn_head_recipes_measure(&pb, m, perm + b0 * Skv, prows2, npr2, ps2, se2, fl2);
+                    if (!st)
+                        st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps2, se2, fl2,
+                                                        o.policy_margin_db, o.policy_stderrs, again);
+                    for (int64_t b = 0; b < nb && !st; ++b) {
+                        if (reached[b]) continue;
+                        rec[b0 + b] = again[b];
+                        rechecked[(pi * nh + hi) * B + b0 + b] = 1;
+                        memcpy(ps + b * VCATTN_RECIPE_COUNT, ps2 + b * VCATTN_RECIPE_COUNT, sizeof(double) * VCATTN_RECIPE_COUNT);
+                        memcpy(se + b * VCATTN_RECIPE_COUNT, se2 + b * VCATTN_RECIPE_COUNT, sizeof(double) * VCATTN_RECIPE_COUNT);
+                        fl[b] = fl2[b];
+                    }
+                }
                 for (int64_t b = 0; b < nb && !st; ++b) {
                     const int64_t at = (pi * nh + hi) * B + b0 + b, c = rec[b0 + b];
                     rgain[at] = ps[b * VCATTN_RECIPE_COUNT + c] - fl[b];
@@ -459,9 +485,10 @@ int vc_cmd_eval(int argc, char **argv) {
             if (mi < nm)
                 printf("{\"method\": \"%s\", ", vcattn_method_name((vcattn_method)o.methods[mi]));
             else
-                printf("{\"method\": \"%s+policy\", \"policy\": \"%s\", \"policy_rows\": %lld, ",
-                       vcattn_method_name((vcattn_method)pm[mi - nm]),
-                       o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful", (long long)npr);
+                printf("{\"method\": \"%s+policy\", \"policy\": \"%s\", \"policy_rows\": %lld, "
+                       "\"policy_recheck_rows\": %lld, ", vcattn_method_name((vcattn_method)pm[mi - nm]),
+                       o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful", (long long)npr,
+                       (long long)npr2);
             print_json_metrics(&mv);
             printf(", \"block_energy_share_sequence\": %s, \"block_energy_share_cube\": %s, "
                    "\"block_energy_share_clustered\": %s, \"seconds\": %.2f, "
@@ -487,6 +514,8 @@ int vc_cmd_eval(int argc, char **argv) {
                     printf("], \"recipe_stderr_db\": [");
                     for (int64_t b = 0; b < B; ++b)
                         printf("%s%s", b ? ", " : "", json_signed(nbuf, sizeof nbuf, rse[at + b], 4));
+                    printf("], \"recipe_rechecked\": [");
+                    for (int64_t b = 0; b < B; ++b) printf("%s%s", b ? ", " : "", rechecked[at + b] ? "true" : "false");
                     printf("], ");
                 }
                 print_json_metrics(&hv);
@@ -530,10 +559,10 @@ int vc_cmd_eval(int argc, char **argv) {
             print_table_row(name, "all", &mv);
         }
         for (int pi = 0; pi < np; ++pi) {
-            printf("\n%s+policy (%s, %lld rows measured per head): recipe per head (its gain over sage2-8bit on "
-                   "those rows, dB, and that gain's standard error)",
-                   vcattn_method_name((vcattn_method)pm[pi]),
+            printf("\n%s+policy (%s, %lld rows measured per head", vcattn_method_name((vcattn_method)pm[pi]),
                    o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful", (long long)npr);
+            if (npr2) printf("; %lld for a head that reached no recipe at the floor, marked *", (long long)npr2);
+            printf("): recipe per head (its gain over sage2-8bit on those rows, dB, and that gain's standard error)");
             for (int64_t hi = 0; hi < nh; ++hi)
                 for (int64_t b = 0; b < B; ++b) {
                     const int64_t at = (pi * nh + hi) * B + b;
@@ -542,7 +571,7 @@ int vc_cmd_eval(int argc, char **argv) {
                                k_recipe_names[recipe[at]]);
                     else
                         printf("%s%lld %s", hi ? ", " : " ", (long long)o.heads[hi], k_recipe_names[recipe[at]]);
-                    printf(" (%+.2f, se %.2f)", rgain[at], rse[at]);
+                    printf("%s (%+.2f, se %.2f)", rechecked[at] ? "*" : "", rgain[at], rse[at]);
                 }
             printf("\n");
         }
@@ -563,6 +592,7 @@ done:
     free(ident);
     free(recipe);
     free(rgain);
+    free(rechecked);
     free(exact);
     tensors_free(&t);
     return rc;

@@ -92,7 +92,8 @@ def simulate(q, k, v, layout, sm_scale, return_lse, num_threads, method, plan=No
             cfg.v_smooth = 0  # the schedule turned V-Smooth off for this step
         elif isinstance(plan, Plan):
             perm, head_exact = plan.apply_recipes(
-                perm, method, lambda p: measure_recipes(prob.params, method, p, prob.q.shape[2], plan.policy_rows))
+                perm, method, lambda p, rows: measure_recipes(prob.params, method, p, prob.q.shape[2], rows),
+                prob.q.shape[2])
     exact = None
     if cfg.v_smooth and head_exact is not None:
         exact = np.ascontiguousarray(head_exact, dtype=np.uint8)

@@ -37,6 +37,7 @@ _P = ctypes.c_void_p
 _i64 = ctypes.c_int64
 _SIGS = {
     "vcattn_head_recipes_choose": [ctypes.c_int, _i64, _P, _P, _P, ctypes.c_double, ctypes.c_double, _P],
+    "vcattn_head_recipes_reached": [_i64, _P, _P, _P, ctypes.c_double, ctypes.c_double, _P],
     "vcattn_head_recipes_measure": [_P, ctypes.c_int, _P, _P, _i64, _P, _P, _P],
     "vcattn_head_gain_stderr": [_P, _P, _i64, _i64, _P],
     "vcattn_method_exact_p": [_P, _P],
@@ -112,6 +113,27 @@ def choose(policy: str, psnr: np.ndarray, floor_db: np.ndarray, margin_db: float
     return out
 
 
+def reached(psnr: np.ndarray, stderr_db: np.ndarray | None, floor_db: np.ndarray, margin_db: float = 0.0) -> np.ndarray:
+    """(n,) bool: the heads where some measured recipe reaches the "floor" policy's floor
+    (vcattn_head_recipes_reached, the rule of vcattn_head_recipes_choose); NaN: not measured."""
+    psnr = np.ascontiguousarray(psnr, dtype=np.float64)
+    floor_db = np.ascontiguousarray(floor_db, dtype=np.float64)
+    se = None if stderr_db is None else np.ascontiguousarray(stderr_db, dtype=np.float64)
+    out = np.zeros(psnr.shape[0], np.uint8)
+    check(_fn("vcattn_head_recipes_reached")(psnr.shape[0], psnr.ctypes.data, None if se is None else se.ctypes.data,
+                                              floor_db.ctypes.data, float(margin_db), defaults()[2], out.ctypes.data),
+          "vcattn_head_recipes_reached")
+    return out.astype(bool)
+
+
+def recheck_rows(rows: int, seq_q: int) -> int:
+    """The rows of the second measurement of the heads that reached no recipe at the floor
+    (vcattn_head_policy_recheck_rows: 4x, at most seq_q; 0: none, every row was measured)."""
+    f = lib.vcattn_head_policy_recheck_rows
+    f.argtypes, f.restype = [ctypes.c_int64, ctypes.c_int64], ctypes.c_int64
+    return int(f(int(rows), int(seq_q)))
+
+
 def recipes_needed(policy: str) -> int:
     """How many recipes (in the order 0..3) a policy can need measured: "fastest" looks at the
     method's P in both orders, "floor" and "faithful" at all four (floor stops early, below)."""
@@ -127,14 +149,12 @@ def measure_in_order(policy: str, floor_db: np.ndarray, margin_db: float, run):
     recipe that reaches the floor, and a head that reaches none takes the most faithful - by then
     all four were run -, so it chooses exactly what it would with every recipe measured. On a
     layer whose heads all keep the method as designed that is one kernel run instead of four."""
-    need = np.asarray(floor_db, np.float64) + float(margin_db)
-    psnr = np.full((need.shape[0], len(RECIPES)), np.nan)
+    floor_db = np.ascontiguousarray(floor_db, np.float64)
+    psnr = np.full((floor_db.shape[0], len(RECIPES)), np.nan)
     se = np.full_like(psnr, np.nan)
-    k = defaults()[2]
     for r in range(recipes_needed(policy)):
         psnr[:, r], se[:, r] = run(r)
-        doubt = k * se[:, :r + 1] if k > 0 else 0.0
-        if policy == "floor" and (psnr[:, :r + 1] >= need[:, None] + doubt).any(axis=1).all():
+        if policy == "floor" and reached(psnr, se, floor_db, margin_db).all():
             break
     return psnr, se
 

@@ -362,6 +362,7 @@ class Plan:
         self.recipe_psnr = None   # (B, H, 4) what each recipe measured, dB (NaN: not run)
         self.recipe_floor = None  # (B, H) the host recipe's (sage2-8bit) PSNR on the same rows
         self.recipe_stderr = None  # (B, H, 4) the standard error of each recipe's gain over it, dB
+        self.recipe_rechecked = None  # (B, H) bool: the head's measurement is the second one (more rows)
         self._applied = None      # (perm, perm with the recipes applied, exact-P flags)
         if schedule is not None and not isinstance(schedule, Schedule):
             raise TypeError("vcattn.Plan: schedule must be a vcattn.Schedule or None")
@@ -475,17 +476,29 @@ class Plan:
         self.history.append((step, action))
         return self.perm
 
-    def apply_recipes(self, perm, method: str, measure):
+    def apply_recipes(self, perm, method: str, measure, seq_q: int):
         """(perm, head_exact or None) for a call of `method` on this permutation: the head recipes
-        (chosen on the first call of a shape with ``measure(perm) -> (psnr, stderr, floor)``, then reused
-        on every later step) applied - sequence order where chosen, exact-P flags."""
+        (chosen on the first call of a shape with ``measure(perm, rows) -> (psnr, stderr, floor)`` on
+        `policy_rows` query rows of the call's seq_q, then reused on every later step) applied -
+        sequence order where chosen, exact-P flags.  Under "floor", heads that reach no recipe at
+        the floor are measured again on head_policy.recheck_rows() rows and take that choice."""
         if self.policy is None or perm is None or not head_policy.has_exact_sibling(method):
             return perm, None
         b, h, _ = perm.shape
         if self.recipes is None or self.recipes.shape != (b, h):
-            psnr, stderr_db, floor_db = measure(perm)
-            self.recipes = head_policy.choose(self.policy, psnr, floor_db, self.policy_margin_db,
-                                              stderr_db).reshape(b, h)
+            psnr, stderr_db, floor_db = measure(perm, self.policy_rows)
+            recipes = head_policy.choose(self.policy, psnr, floor_db, self.policy_margin_db, stderr_db)
+            rows2 = head_policy.recheck_rows(self.policy_rows, seq_q) if self.policy == "floor" else 0
+            again = np.zeros(b * h, bool)
+            if rows2:
+                again = ~head_policy.reached(psnr, stderr_db, floor_db, self.policy_margin_db)
+            if again.any():
+                psnr2, stderr2, floor2 = measure(perm, rows2)
+                recipes2 = head_policy.choose(self.policy, psnr2, floor2, self.policy_margin_db, stderr2)
+                recipes[again], psnr[again], stderr_db[again], floor_db[again] = (
+                    recipes2[again], psnr2[again], stderr2[again], floor2[again])
+            self.recipe_rechecked = again.reshape(b, h)
+            self.recipes = recipes.reshape(b, h)
             self.recipe_psnr = psnr.reshape(b, h, 4)
             self.recipe_stderr = stderr_db.reshape(b, h, 4)
             self.recipe_floor = floor_db.reshape(b, h)
@@ -513,12 +526,15 @@ class Plan:
         if self.recipe_stderr is not None:
             se = self.recipe_stderr.reshape(-1, 4).round(3)
             out["stderr_db"] = [[None if np.isnan(x) else float(x) for x in row] for row in se]
+        if getattr(self, "recipe_rechecked", None) is not None:
+            out["rechecked"] = [bool(x) for x in self.recipe_rechecked.reshape(-1)]
         return out
 
     def __setstate__(self, state):
         # an unpickled or deep-copied plan is another plan: it gets its own handle
         self.__dict__.update(state)
-        self.__dict__.setdefault("recipe_stderr", None)  # plans pickled before it existed
+        self.__dict__.setdefault("recipe_stderr", None)  # plans pickled before they existed
+        self.__dict__.setdefault("recipe_rechecked", None)
         self.handle = register(self)
 
     def copy(self) -> "Plan":
@@ -526,8 +542,8 @@ class Plan:
                  warm_start=self.warm_start, num_threads=self.num_threads, name=self.name, policy=self.policy,
                  policy_rows=self.policy_rows, policy_margin_db=self.policy_margin_db)
         p._applied = None
-        for name in ("recipes", "recipe_psnr", "recipe_floor", "recipe_stderr"):
-            val = getattr(self, name, None)  # recipe_stderr: not in plans pickled before it
+        for name in ("recipes", "recipe_psnr", "recipe_floor", "recipe_stderr", "recipe_rechecked"):
+            val = getattr(self, name, None)  # the last two: not in plans pickled before them
             setattr(p, name, None if val is None else val.copy())
         p.perm = None if self.perm is None else _copy(self.perm)
         p.centroids = None if self.centroids is None else _copy(self.centroids)

@@ -17,3 +17,7 @@ for s in 0 1; do
   $B/vcattn eval --npy /tmp/hy/q.npy /tmp/hy/k.npy /tmp/hy/v.npy --grid 32,45,80 --heads 10,11,13 --query-rows 2000 \
       --methods sage2-8bit,vsmooth-split-blockmax-8bit --policy floor --seed $s > eval_2000stratified_heads10_11_13_seed$s.txt
 done
+# then the floor policy with its recheck (a head that reaches no recipe at the floor on 512 rows is
+# measured again on 2,048): head 11 on seed 0, the one the 512 rows refused the split on
+$B/vcattn eval --npy /tmp/hy/q.npy /tmp/hy/k.npy /tmp/hy/v.npy --grid 32,45,80 --heads 11 --query-rows 2000 \
+    --methods sage2-8bit,vsmooth-split-blockmax-8bit --policy floor --seed 0 > eval_recheck_2000stratified_head11_seed0.txt
