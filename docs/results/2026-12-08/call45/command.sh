@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # call 45 (2026-12-08): main with the policy's stratified rows (vcattn_stratified_rows instead of
-# strided ones; .pre/main.tgz = main's build with it).  Carry .pre, .peer, .whl.  Every stage while
+# strided ones) and its recheck (a head that reaches no recipe at the floor is measured again on
+# 4x the rows); .pre/main.tgz = main's build with both.  Carry .pre, .peer, .whl.  Every stage while
 # time is left:
 #  1. the Python GPU tests (the GPU measurement's rows and standard errors against the C side);
 #  2. per-head fidelity over k-means seeds 0-3, FP64 on every row: the five held-out-style layers,
