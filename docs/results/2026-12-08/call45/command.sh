@@ -3,11 +3,11 @@
 # strided ones) and its recheck (a head that reaches no recipe at the floor is measured again on
 # 4x the rows); .pre/main.tgz = main's build with both.  Carry .pre, .peer, .whl.  Every stage while
 # time is left:
-#  1. the Python GPU tests (the GPU measurement's rows and standard errors against the C side);
-#  2. per-head fidelity over k-means seeds 0-3, FP64 on every row: the five held-out-style layers,
+#  1. per-head fidelity over k-means seeds 0-3, FP64 on every row: the five held-out-style layers,
 #     randn, and the 115,200-token HunyuanVideo-1.5-shaped layer of the CPU study (the one the
 #     strided rows aliased on; call 44 ran the 118,800-token one: the frames=32 option was cut at
 #     its comma);
+#  2. the Python GPU tests (the GPU measurement's rows and standard errors against the C side);
 #  3. the masked HunyuanVideo-1.5-shaped call on randn in turn (dev/profile_call.py);
 #  4. the measuring cost (device_check.sh policy).
 set -u
@@ -18,12 +18,13 @@ left() { echo $(( ${VC_LIMIT:-570} - ($(date +%s) - T0) )); }
 pack() { tar -czf $OUT/call45.tgz.part -C $W . && mv $OUT/call45.tgz.part $OUT/call45.tgz; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee $W/gpu.txt
 mkdir -p /tmp/pre && tar -xzf .pre/main.tgz -C /tmp/pre
-VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout 150 python3 -m pytest -q python/tests/test_gpu.py \
-    python/tests/test_plan.py python/tests/test_torch.py > $W/pytest_gpu.txt 2>&1; el "pytest rc $?"; tail -2 $W/pytest_gpu.txt; pack
-[ $(left) -gt 150 ] && { OUT=$W/heads VC_PREBUILT=/tmp/pre \
+{ OUT=$W/heads VC_PREBUILT=/tmp/pre \
     VC_HEADS_ARGS="--inputs video-9600,video-9600-sinks,video-long-wan720p-sinks,video-long-wan720p,randn,video-long-hunyuan720p:heads=16,frames=32" \
-    timeout $(( $(left) - 60 )) bash scripts/device_check.sh heads > $W/heads_stage.txt 2>&1
+    timeout $(( $(left) - 40 )) bash scripts/device_check.sh heads > $W/heads_stage.txt 2>&1
   el "heads rc $?"; grep -E "^==|policy" $W/heads_stage.txt | cut -c1-220; pack; }
+[ $(left) -gt 60 ] && { VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout $(( $(left) - 30 )) python3 -m pytest -q \
+    python/tests/test_gpu.py python/tests/test_plan.py python/tests/test_torch.py > $W/pytest_gpu.txt 2>&1
+  el "pytest rc $?"; tail -2 $W/pytest_gpu.txt; pack; }
 [ $(left) -gt 100 ] && { VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout 120 python3 dev/profile_call.py \
     --no-profile --rounds 3 --json $W/rounds.json > $W/rounds.txt 2>&1; el "rounds rc $?"; tail -7 $W/rounds.txt | cut -c1-220; pack; }
 [ $(left) -gt 60 ] && { OUT=$W/policy VC_PREBUILT=/tmp/pre timeout $(( $(left) - 5 )) bash scripts/device_check.sh policy \
