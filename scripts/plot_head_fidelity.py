@@ -20,7 +20,8 @@ def main():
         return 1
     res = json.load(open(src))
     names = list(res["inputs"])
-    fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4.2), sharey=True)
+    fig, axes = plt.subplots(1, len(names), figsize=(max(4.2 * len(names), 7.0), 4.2), sharey=True, squeeze=False)
+    axes = axes[0]  # one input: still a row of one
     for ax, name in zip(axes, names):
         r = res["inputs"][name]
         base = r["sage2-8bit"]["head_psnr"]
