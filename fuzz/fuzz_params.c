@@ -586,7 +586,9 @@ static void op_attention(rd *r) {
         const int64_t n_rows = (int64_t)(rd_u8(r) % (Sq < 40 ? (unsigned)Sq + 2 : 42u)); /* 0 .. Sq+1 */
         int64_t *rows = (int64_t *)calloc((size_t)(n_rows > 0 ? n_rows : 1), sizeof(int64_t));
         REQUIRE(rows != NULL);
-        const vcattn_status srows = vcattn_strided_rows(Sq, n_rows, rows);
+        /* bit 7: the policy's stratified rows instead of strided ones (the same contract) */
+        const vcattn_status srows = (flags & 128) ? vcattn_stratified_rows(Sq, n_rows, rows)
+                                                  : vcattn_strided_rows(Sq, n_rows, rows);
         REQUIRE(srows == (n_rows >= 1 && n_rows <= Sq ? VCATTN_STATUS_SUCCESS : VCATTN_STATUS_INVALID_ARGUMENT));
         int rows_ok = srows == VCATTN_STATUS_SUCCESS;
         if (rows_ok) {
