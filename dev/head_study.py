@@ -42,7 +42,7 @@ def main():
     q, k, v = (load(f"{a.dir}/{n}.npy") for n in "qkv")
     B, H, S, D = q.shape
     scale = 1.0 / np.sqrt(D)
-    rows = _cpu.strided_rows(S, a.rows)
+    rows = _lib.stratified_rows(S, a.rows)
     th = _cpu.threads(None)
     ref = _cpu.reference_rows(q, k, v, rows, scale, th).astype(np.float64)
     res = {}

@@ -6,10 +6,11 @@
 DIR holds q.npy, k.npy, v.npy as `vcattn workload --out DIR` writes them, or is "randn:B,H,S,D"
 (standard normal from numpy's default_rng(1), rounded to BF16).  For each head and k-means seed
 (the CPU planner): the default method as designed (recipe 0: the plan's order, the method's P)
-and sage2-8bit, simulated on every row (or on --truth-rows strided rows for long layers: the
+and sage2-8bit, simulated on every row (or on --truth-rows stratified rows for long layers: the
 "truth"), each against the FP64 reference.  The policy's measurement is the same simulation on
-its --rows strided rows (vcattn_strided_rows; the CPU's rows simulation is bit-identical to the
-full call's rows), so the study separates what the FLOOR policy's margin is for: the rows'
+its --rows stratified rows (vcattn_stratified_rows, the policy's own; before 2026-12-08 strided
+ones, which alias with the frames of some layers; the CPU's rows simulation is bit-identical to
+the full call's rows), so the study separates what the FLOOR policy's margin is for: the rows'
 sampling error.  Per head it prints
 
   gain_rows  10 log10(MSE_host / MSE_recipe0) on the measured rows (dB; the peak cancels),
@@ -31,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import vcattn  # noqa: E402
-from vcattn import _cpu, head_policy  # noqa: E402
+from vcattn import _cpu, _lib, head_policy  # noqa: E402
 
 DB = 10 / np.log(10)
 
@@ -112,10 +113,10 @@ def main():
     b, h, sq, d = q.shape
     scale = 1.0 / d ** 0.5
     method = vcattn.DEFAULT_METHOD
-    mrows = _cpu.strided_rows(sq, min(a.rows, sq))
-    trows = np.arange(sq, dtype=np.int64) if a.truth_rows <= 0 else _cpu.strided_rows(sq, min(a.truth_rows, sq))
-    # the measured rows' positions within the truth rows (strided rows of both lists coincide
-    # only when the truth is every row; otherwise the measured rows are simulated on their own)
+    mrows = _lib.stratified_rows(sq, min(a.rows, sq))
+    trows = np.arange(sq, dtype=np.int64) if a.truth_rows <= 0 else _lib.stratified_rows(sq, min(a.truth_rows, sq))
+    # the measured rows' positions within the truth rows (they are among them only when the truth
+    # is every row; otherwise the measured rows are simulated on their own)
     ref_t = _cpu.reference_rows(q, k, v, trows, scale, a.threads)
     host_t, _, _ = _cpu.simulate_rows(q, k, v, trows, scale, a.threads, "sage2-8bit", None)
     ref_m = _cpu.reference_rows(q, k, v, mrows, scale, a.threads)
