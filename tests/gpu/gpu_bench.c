@@ -50,7 +50,7 @@ static int method_listed(const char *list, const char *name) {
 }
 
 static int run_bench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
-    shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1, 0};
+    shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1, 0, 0};
     /* random inputs made on the GPU side in bulk would be faster; host randn is fine here */
     const int64_t nq = B * H * Sq * D, nk = B * H * Skv * D;
     inputs_t in;
@@ -129,7 +129,7 @@ static void prep_pass_bytes(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64
 }
 
 static int run_prepbench(int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, int iters) {
-    shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1, 0};
+    shape_t s = {B, H, Sq, Skv, D, 0, 0, 0, 0, 1, 0, 0};
     const int64_t nq = B * H * Sq * D;
     inputs_t in;
     bench_inputs(B, H, Sq, Skv, D, &in);

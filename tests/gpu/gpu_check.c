@@ -277,18 +277,18 @@ static int check_shape(const shape_t *s, int vs_reference, double *worst) {
 
 static int run_check(void) {
     shape_t shapes[] = {
-        {1, 2, 1, 1, 128, 0, 0, 0, 1, 1, 0},       {1, 2, 127, 127, 128, 0, 0, 0, 1, 1, 0},
-        {1, 2, 129, 129, 128, 0, 1, 0, 1, 1, 0},   {1, 2, 300, 300, 128, 0, 0, 0, 1, 1, 0},
-        {1, 2, 1024, 1024, 128, 0, 1, 0, 1, 1, 0}, {1, 2, 300, 1024, 128, 1, 0, 0, 0, 1, 0},
-        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 1, 0},   {2, 3, 129, 300, 64, 0, 1, 0, 1, 1, 0},
-        {1, 2, 513, 1000, 64, 1, 0, 0, 0, 0, 0},
+        {1, 2, 1, 1, 128, 0, 0, 0, 1, 1, 0, 0},       {1, 2, 127, 127, 128, 0, 0, 0, 1, 1, 0, 0},
+        {1, 2, 129, 129, 128, 0, 1, 0, 1, 1, 0, 0},   {1, 2, 300, 300, 128, 0, 0, 0, 1, 1, 0, 0},
+        {1, 2, 1024, 1024, 128, 0, 1, 0, 1, 1, 0, 0}, {1, 2, 300, 1024, 128, 1, 0, 0, 0, 1, 0, 0},
+        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 1, 0, 0},   {2, 3, 129, 300, 64, 0, 1, 0, 1, 1, 0, 0},
+        {1, 2, 513, 1000, 64, 1, 0, 0, 0, 0, 0, 0},
         /* Q x 1e6 and x 1e20: every head flagged, the DIRECT kernel against the simulation */
-        {1, 2, 300, 400, 128, 0, 0, 0, 1, 1, 1e6f}, {1, 2, 129, 300, 64, 1, 0, 0, 0, 1, 1e20f},
+        {1, 2, 300, 400, 128, 0, 0, 0, 1, 1, 1e6f, 0}, {1, 2, 129, 300, 64, 1, 0, 0, 0, 1, 1e20f, 0},
         /* 586 key blocks: the block-max descent d = 64/586 lets the grouped restore skip
          * its group floor (softmax_numerics.h) */
-        {1, 1, 200, 75000, 128, 0, 1, 0, 1, 1, 0},
+        {1, 1, 200, 75000, 128, 0, 1, 0, 1, 1, 0, 0},
         /* the head_dim 64 kernel past the means ring's four group slots (40 key blocks) */
-        {1, 2, 300, 5000, 64, 0, 1, 0, 1, 1, 0},
+        {1, 2, 300, 5000, 64, 0, 1, 0, 1, 1, 0, 0},
         /* Q x 1e6 from row 300 (from 200): each head's first tiles in the fast kernel, the rest in
          * the DIRECT one (a tile flagged by its second 64-row block only, at head_dim 64).  Last:
          * the inputs come from one random stream, so a shape added before the others would
@@ -303,7 +303,7 @@ static int run_check(void) {
 }
 
 static int run_medium(void) {
-    shape_t a = {1, 2, 4096, 4096, 128, 0, 0, 0, 0, 1, 0}, b = {1, 2, 4096, 4096, 128, 0, 1, 0, 0, 1, 0};
+    shape_t a = {1, 2, 4096, 4096, 128, 0, 0, 0, 0, 1, 0, 0}, b = {1, 2, 4096, 4096, 128, 0, 1, 0, 0, 1, 0, 0};
     double worst = 0;
     int fails = check_shape(&a, 1, &worst) + check_shape(&b, 1, &worst);
     printf("medium: %d failed\n", fails);
@@ -317,8 +317,8 @@ static int reference_shape(const shape_t *s);
  * (every head in the DIRECT kernels), with Q x 1e6 from row 150 (each head in both), and at
  * head_dim 64 */
 static int run_small(void) {
-    shape_t a = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 0}, b = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 1e6f},
-            c = {1, 2, 200, 300, 64, 0, 1, 0, 1, 1, 0}, /* the head_dim 64 kernel */
+    shape_t a = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 0, 0}, b = {1, 2, 200, 300, 128, 0, 1, 0, 1, 1, 1e6f, 0},
+            c = {1, 2, 200, 300, 64, 0, 1, 0, 1, 1, 0, 0}, /* the head_dim 64 kernel */
             d = {1, 2, 300, 300, 128, 0, 1, 0, 1, 1, 1e6f, 150};
     double worst = 0;
     return check_shape(&a, 0, &worst) + check_shape(&b, 0, &worst) + check_shape(&c, 0, &worst) +
@@ -378,9 +378,9 @@ static int reference_shape(const shape_t *s) {
  * 64 and 128, (B,S,H,D) views, outliers (large V, peaked scores) */
 static int run_reference(void) {
     shape_t shapes[] = {
-        {1, 2, 129, 300, 128, 1, 0, 0, 0, 1, 0}, {2, 3, 77, 5000, 64, 0, 1, 0, 0, 1, 0},
-        {1, 2, 100, 5000, 128, 0, 1, 0, 0, 1, 0}, {1, 1, 64, 70000, 128, 0, 0, 0, 0, 1, 0},
-        {1, 8, 512, 4100, 128, 1, 1, 0, 0, 1, 0},
+        {1, 2, 129, 300, 128, 1, 0, 0, 0, 1, 0, 0}, {2, 3, 77, 5000, 64, 0, 1, 0, 0, 1, 0, 0},
+        {1, 2, 100, 5000, 128, 0, 1, 0, 0, 1, 0, 0}, {1, 1, 64, 70000, 128, 0, 0, 0, 0, 1, 0, 0},
+        {1, 8, 512, 4100, 128, 1, 1, 0, 0, 1, 0, 0},
     };
     int fails = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) fails += reference_shape(&shapes[i]);
@@ -446,8 +446,8 @@ static int recipes_shape(const shape_t *s, vcattn_method m, vcattn_method siblin
 
 static int run_recipes(void) {
     const shape_t shapes[] = {
-        {1, 2, 300, 1024, 128, 0, 1, 0, 1, 1, 0}, {2, 3, 129, 300, 64, 0, 1, 0, 1, 1, 0},
-        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 1, 0},  {1, 2, 300, 400, 128, 0, 0, 0, 1, 1, 1e6f},
+        {1, 2, 300, 1024, 128, 0, 1, 0, 1, 1, 0, 0}, {2, 3, 129, 300, 64, 0, 1, 0, 1, 1, 0, 0},
+        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 1, 0, 0},  {1, 2, 300, 400, 128, 0, 0, 0, 1, 1, 1e6f, 0},
     };
     int fails = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
@@ -600,7 +600,7 @@ static int lengths_shape(const shape_t *s, vcattn_method m, const int64_t *q_len
 
 static int run_lengths(void) {
     /* length 1, full, not a multiple of 128, fully padded; (B,S,H,D) views and FP16 too */
-    const shape_t joint = {4, 2, 300, 300, 128, 0, 0, 0, 0, 1, 0}, keys = {4, 2, 200, 300, 64, 1, 0, 1, 1, 1, 0};
+    const shape_t joint = {4, 2, 300, 300, 128, 0, 0, 0, 0, 1, 0, 0}, keys = {4, 2, 200, 300, 64, 1, 0, 1, 1, 1, 0, 0};
     const int64_t jq[4] = {300, 1, 173, 300}, jk[4] = {300, 1, 173, 0}, kk[4] = {200, 300, 129, 7};
     const vcattn_method ms[] = {VCATTN_METHOD_SAGE2_8BIT, VCATTN_METHOD_VSMOOTH_8BIT,
                                 VCATTN_METHOD_VSMOOTH_SPLIT_BLOCKMAX_8BIT};
@@ -660,7 +660,7 @@ static int vsmooth_off_shape(const shape_t *s) {
 }
 
 static int run_vsmooth_off(void) {
-    const shape_t shapes[] = {{1, 2, 300, 1024, 128, 0, 1, 0, 1, 1, 0}, {2, 3, 129, 300, 64, 1, 0, 1, 1, 1, 0}};
+    const shape_t shapes[] = {{1, 2, 300, 1024, 128, 0, 1, 0, 1, 1, 0, 0}, {2, 3, 129, 300, 64, 1, 0, 1, 1, 1, 0, 0}};
     int fails = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) fails += vsmooth_off_shape(&shapes[i]);
     printf("vsmooth-off: %d failed\n", fails);
@@ -752,12 +752,12 @@ static int prep_check_shape(const shape_t *s) {
 
 static int run_prepcheck(void) {
     shape_t shapes[] = {
-        {1, 2, 1, 1, 128, 0, 0, 0, 1, 1, 0},       {1, 2, 127, 127, 128, 0, 0, 0, 1, 1, 0},
-        {1, 2, 129, 129, 128, 0, 1, 0, 1, 1, 0},   {1, 2, 300, 300, 128, 0, 0, 1, 1, 1, 0},
-        {1, 2, 1024, 3000, 128, 0, 1, 0, 1, 1, 0}, {1, 2, 300, 1024, 128, 1, 0, 0, 0, 1, 0},
-        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 0, 0},   {2, 3, 129, 300, 64, 0, 1, 0, 1, 1, 0},
-        {1, 2, 513, 1000, 64, 1, 0, 1, 0, 0, 0},   {1, 2, 200, 2500, 64, 0, 1, 0, 1, 1, 0},
-        {1, 1, 4100, 9000, 128, 1, 1, 0, 0, 1, 0},
+        {1, 2, 1, 1, 128, 0, 0, 0, 1, 1, 0, 0},       {1, 2, 127, 127, 128, 0, 0, 0, 1, 1, 0, 0},
+        {1, 2, 129, 129, 128, 0, 1, 0, 1, 1, 0, 0},   {1, 2, 300, 300, 128, 0, 0, 1, 1, 1, 0, 0},
+        {1, 2, 1024, 3000, 128, 0, 1, 0, 1, 1, 0, 0}, {1, 2, 300, 1024, 128, 1, 0, 0, 0, 1, 0, 0},
+        {1, 3, 1024, 77, 128, 0, 0, 1, 1, 0, 0, 0},   {2, 3, 129, 300, 64, 0, 1, 0, 1, 1, 0, 0},
+        {1, 2, 513, 1000, 64, 1, 0, 1, 0, 0, 0, 0},   {1, 2, 200, 2500, 64, 0, 1, 0, 1, 1, 0, 0},
+        {1, 1, 4100, 9000, 128, 1, 1, 0, 0, 1, 0, 0},
     };
     int fails = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) fails += prep_check_shape(&shapes[i]);
