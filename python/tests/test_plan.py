@@ -244,9 +244,13 @@ def test_floor_measures_unreached_heads_again_on_more_rows():
         plan = vcattn.Plan(policy=policy, policy_rows=512)
         rows = []
 
-        def measure(pm, n):
+        def measure(pm, n, heads=None):
             rows.append(n)
-            return tuple(np.array(a, copy=True) for a in (first if len(rows) == 1 else second))
+            assert (heads is None) == (len(rows) == 1)  # the second measures the unreached heads only
+            if heads is not None:
+                assert heads.tolist() == [1, 2]
+            got = first if len(rows) == 1 else second
+            return tuple(np.array(a if heads is None else a[heads], copy=True) for a in got)
 
         plan.apply_recipes(perm, "vsmooth-split-blockmax-8bit", measure, seq_q)
         assert rows == want_rows, (policy, seq_q)
@@ -259,6 +263,26 @@ def test_floor_measures_unreached_heads_again_on_more_rows():
         elif policy == "floor":
             assert hp.names(plan.recipes) == ["k-means", "k-means+exact-P", "k-means+exact-P"]
             assert not plan.recipe_rechecked.any()
+
+
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_measuring_some_heads_again_is_those_heads_of_the_whole(rng, layout):
+    """The recheck measures only the heads that reached no recipe, as one batch item: each head's
+    numbers must be the ones a measurement of the whole call gives it (both layouts, B > 1,
+    cross-attention)."""
+    from vcattn import _cpu, _tensors
+
+    b, h, sq, skv = 2, 3, 300, 260
+    q, k, v = make_qkv(rng, b=b, h=h, sq=sq, skv=skv, layout=layout)
+    perm = np.stack([np.stack([rng.permutation(skv) for _ in range(h)]) for _ in range(b)]).astype(np.int32)
+    method = vcattn.DEFAULT_METHOD
+    whole = _cpu.measure_recipes(_cpu.Problem(q, k, v, layout, 0.0, False, 1).params, method, perm, sq, 96)
+    heads = np.array([1, 3, 5])  # (0, 1), (1, 0), (1, 2)
+    sq_, sk_, sv_, sp_, lay = _tensors.heads_subset(q, k, v, perm, layout, heads)
+    assert sq_.shape == (1, 3, sq, q.shape[-1]) and sk_.shape == (1, 3, skv, q.shape[-1]) and sp_.shape == (1, 3, skv)
+    part = _cpu.measure_recipes(_cpu.Problem(sq_, sk_, sv_, lay, 0.0, False, 1).params, method, sp_, sq, 96)
+    for w, p in zip(whole, part):
+        np.testing.assert_array_equal(p, w[heads])
 
 
 @pytest.mark.parametrize("kw, word", [(dict(policy="best"), "policy"), (dict(policy_rows=0), "policy_rows"),

@@ -170,8 +170,11 @@ def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int
         op = _tensors.as_operand(v, layout)
         perm = p.resolve(shape, at, p.cpu_grouping(op))
         if perm is not None:
-            def measure(pm, rows):
-                prob = _cpu.Problem(q, k, v, layout, scale, False, _cpu.threads(None))
+            def measure(pm, rows, heads=None):
+                qq, kk, vv, lay = q, k, v, layout
+                if heads is not None:
+                    qq, kk, vv, pm, lay = _tensors.heads_subset(q, k, v, pm, layout, heads)
+                prob = _cpu.Problem(qq, kk, vv, lay, scale, False, _cpu.threads(None))
                 return _cpu.measure_recipes(prob.params, method, pm, prob.q.shape[2], rows)
 
             perm, exact = p.apply_recipes(perm, method, measure, q.shape[2 if layout == "HND" else 1])
@@ -183,9 +186,13 @@ def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int
         else:
             perm = p.resolve(shape, at, _gpu.grouping(p, v, layout), v.device)
             if perm is not None:
-                perm, exact = p.apply_recipes(perm, method, lambda pm, rows: _gpu.measure_recipes(
-                    q, k, v, layout, scale, method, pm, rows, p.policy, p.policy_margin_db),
-                    q.shape[2 if layout == "HND" else 1])
+                def measure(pm, rows, heads=None):
+                    qq, kk, vv, lay = q, k, v, layout
+                    if heads is not None:
+                        qq, kk, vv, pm, lay = _tensors.heads_subset(q, k, v, pm, layout, heads)
+                    return _gpu.measure_recipes(qq, kk, vv, lay, scale, method, pm, rows, p.policy, p.policy_margin_db)
+
+                perm, exact = p.apply_recipes(perm, method, measure, q.shape[2 if layout == "HND" else 1])
     # read only when the state says 2: without exact-P heads an uninitialised tensor (no kernel launch)
     flags = torch.empty((b, h), dtype=torch.uint8, device=v.device)
     if perm is None:

@@ -64,6 +64,22 @@ def bhsd(x, layout: str, name: str):
     return shape[ab], shape[ah], shape[as_], shape[3]
 
 
+def heads_subset(q, k, v, perm, layout: str, heads):
+    """(q, k, v, perm, "HND") of the listed (batch, head) pairs only, as one batch item: heads are
+    flat indices b * H + h; q, k, v become (1, n, S, D) and perm (1, n, Skv), contiguous copies
+    (numpy or torch alike, on the tensors' device) - for measuring a few heads of a layer again."""
+    def pick(x, is_perm=False):
+        if not is_perm and layout == "NHD":
+            x = x.transpose(1, 2) if is_torch(x) else np.swapaxes(x, 1, 2)
+        flat = x.reshape((-1,) + tuple(x.shape[2:]))
+        if is_torch(x):
+            import torch
+
+            return flat.index_select(0, torch.as_tensor(np.asarray(heads), device=x.device))[None].contiguous()
+        return np.ascontiguousarray(flat[np.asarray(heads)][None])
+    return pick(q), pick(k), pick(v), pick(perm, True), "HND"
+
+
 _AXIS_NAMES = ("B (batch)", "H (heads)", "S (tokens)", "D (head_dim)")
 
 

@@ -478,10 +478,11 @@ class Plan:
 
     def apply_recipes(self, perm, method: str, measure, seq_q: int):
         """(perm, head_exact or None) for a call of `method` on this permutation: the head recipes
-        (chosen on the first call of a shape with ``measure(perm, rows) -> (psnr, stderr, floor)`` on
-        `policy_rows` query rows of the call's seq_q, then reused on every later step) applied -
-        sequence order where chosen, exact-P flags.  Under "floor", heads that reach no recipe at
-        the floor are measured again on head_policy.recheck_rows() rows and take that choice."""
+        (chosen on the first call of a shape with ``measure(perm, rows, heads=None) -> (psnr, stderr,
+        floor)`` on `policy_rows` query rows of the call's seq_q, then reused on every later step)
+        applied - sequence order where chosen, exact-P flags.  Under "floor", the heads that reach no
+        recipe at the floor (``heads``: their flat b * H + h indices) are measured again on
+        head_policy.recheck_rows() rows and take that choice."""
         if self.policy is None or perm is None or not head_policy.has_exact_sibling(method):
             return perm, None
         b, h, _ = perm.shape
@@ -492,11 +493,10 @@ class Plan:
             again = np.zeros(b * h, bool)
             if rows2:
                 again = ~head_policy.reached(psnr, stderr_db, floor_db, self.policy_margin_db)
-            if again.any():
-                psnr2, stderr2, floor2 = measure(perm, rows2)
+            if again.any():  # only those heads, as one batch item: the rest keep their choice
+                psnr2, stderr2, floor2 = measure(perm, rows2, np.flatnonzero(again))
                 recipes2 = head_policy.choose(self.policy, psnr2, floor2, self.policy_margin_db, stderr2)
-                recipes[again], psnr[again], stderr_db[again], floor_db[again] = (
-                    recipes2[again], psnr2[again], stderr2[again], floor2[again])
+                recipes[again], psnr[again], stderr_db[again], floor_db[again] = recipes2, psnr2, stderr2, floor2
             self.recipe_rechecked = again.reshape(b, h)
             self.recipes = recipes.reshape(b, h)
             self.recipe_psnr = psnr.reshape(b, h, 4)
