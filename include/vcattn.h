@@ -265,15 +265,16 @@ vcattn_status vcattn_head_recipes_choose(vcattn_head_policy policy, int64_t n_he
                                          const double *stderr_db, const double *floor_db, double margin_db,
                                          double stderrs, uint8_t *recipe);
 
-/* Which heads reached the FLOOR policy's floor with some measured recipe (the rule of
- * vcattn_head_recipes_choose): reached (n_heads) 1 or 0.  A head that reached none falls back
- * to its most faithful recipe, and on heavy-tailed heads that is often a false rejection of
- * a recipe whose gain the rows under-read; so a caller measures the layer again on
- * vcattn_head_policy_recheck_rows() rows and takes those heads' choice from the second
- * measurement (once: docs/method.md, "Per-head recipes"). */
-vcattn_status vcattn_head_recipes_reached(int64_t n_heads, const double *psnr, const double *stderr_db,
-                                          const double *floor_db, double margin_db, double stderrs,
-                                          uint8_t *reached);
+/* Per head, whether one of the recipes 0 .. n_recipes-1 reaches the FLOOR policy's floor (the
+ * rule of vcattn_head_recipes_choose; a recipe not measured, NaN, does not): reached (n_heads)
+ * 1 or 0.  With n_recipes 1 it says whether the method as designed did.  A head where it did
+ * not is measured again, once, on vcattn_head_policy_recheck_rows() rows, and takes the second
+ * measurement's choice: on heavy-tailed heads a few hundred rows under-read the method's gain,
+ * and giving up the grouping (or the fast P) for a recipe that merely measured better would
+ * be a false rejection (docs/method.md, "Per-head recipes"). */
+vcattn_status vcattn_head_recipes_reached(int64_t n_heads, int n_recipes, const double *psnr,
+                                          const double *stderr_db, const double *floor_db, double margin_db,
+                                          double stderrs, uint8_t *reached);
 /* The rows of that second measurement: 4 x rows, at most seq_q (then every row, measured whole).
  * 0 when rows >= seq_q already (no second measurement) or on a bad argument. */
 int64_t vcattn_head_policy_recheck_rows(int64_t rows, int64_t seq_q);

@@ -73,17 +73,19 @@ static int vc_reaches_floor(const double *ps, const double *se, int c, double fl
     return !isnan(ps[c]) && !isnan(doubt) && ps[c] >= floor_db + margin_db + doubt;
 }
 
-vcattn_status vcattn_head_recipes_reached(int64_t n_heads, const double *psnr, const double *stderr_db,
-                                          const double *floor_db, double margin_db, double stderrs,
-                                          uint8_t *reached) {
+vcattn_status vcattn_head_recipes_reached(int64_t n_heads, int n_recipes, const double *psnr,
+                                          const double *stderr_db, const double *floor_db, double margin_db,
+                                          double stderrs, uint8_t *reached) {
     if (!psnr || !floor_db || !reached) return VCATTN_STATUS_NULL_POINTER;
     if (n_heads <= 0) return VCATTN_STATUS_BAD_SHAPE;
-    if (!isfinite(margin_db) || !isfinite(stderrs) || stderrs < 0.0) return VCATTN_STATUS_INVALID_ARGUMENT;
+    if (n_recipes < 1 || n_recipes > VCATTN_RECIPE_COUNT || !isfinite(margin_db) || !isfinite(stderrs) ||
+        stderrs < 0.0)
+        return VCATTN_STATUS_INVALID_ARGUMENT;
     for (int64_t h = 0; h < n_heads; ++h) {
         const double *ps = psnr + h * VCATTN_RECIPE_COUNT;
         const double *se = stderr_db ? stderr_db + h * VCATTN_RECIPE_COUNT : NULL;
         int any = 0;
-        for (int c = 0; c < VCATTN_RECIPE_COUNT && !any; ++c) any = vc_reaches_floor(ps, se, c, floor_db[h], margin_db, stderrs);
+        for (int c = 0; c < n_recipes && !any; ++c) any = vc_reaches_floor(ps, se, c, floor_db[h], margin_db, stderrs);
         reached[h] = (uint8_t)any;
     }
     return VCATTN_STATUS_SUCCESS;
@@ -91,7 +93,8 @@ vcattn_status vcattn_head_recipes_reached(int64_t n_heads, const double *psnr, c
 
 /* Why 4x: the standard error of a gain falls as 1/sqrt(rows), so 4x rows halve it; the false
  * rejections seen (a refused split 1-2 dB better than sage2-8bit, standard errors 0.8-0.9 dB at
- * 512 rows: docs/fidelity-analysis.md) clear two halved standard errors. */
+ * 512 rows: docs/fidelity-analysis.md) clear two halved standard errors.  The second measurement
+ * covers only the heads that need it, so its cost is that of a few heads. */
 int64_t vcattn_head_policy_recheck_rows(int64_t rows, int64_t seq_q) {
     if (rows < 1 || seq_q < 1 || rows >= seq_q) return 0;
     return rows > seq_q / 4 ? seq_q : 4 * rows;

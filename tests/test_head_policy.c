@@ -92,7 +92,8 @@ TEST(head_recipes_choose_stderr) {
  * standard error.  (With still heavier tails, log-normal sigma 1.5, the delta method reads
  * about 25% low: one reason the policy asks for two standard errors.) */
 /* reached: 1 exactly where choose found a recipe at the floor (never where it fell back to the
- * most faithful), on random measurements with random standard errors; the recheck's rows */
+ * most faithful), and with one recipe exactly where choose kept the method as designed, on
+ * random measurements with random standard errors; the recheck's rows */
 TEST(head_recipes_reached_and_recheck_rows) {
     enum { N = 400 };
     double *psnr = (double *)malloc(sizeof(double) * N * VCATTN_RECIPE_COUNT);
@@ -109,7 +110,8 @@ TEST(head_recipes_reached_and_recheck_rows) {
             se[h * VCATTN_RECIPE_COUNT + c] = 1.5 * test_rng_uniform(&rng);
         }
     }
-    CHECK_STATUS(vcattn_head_recipes_reached(N, psnr, se, floor_db, 0.0, 2.0, reached), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_head_recipes_reached(N, VCATTN_RECIPE_COUNT, psnr, se, floor_db, 0.0, 2.0, reached),
+                 VCATTN_STATUS_SUCCESS);
     CHECK_STATUS(vcattn_head_recipes_choose(VCATTN_HEAD_POLICY_FLOOR, N, psnr, se, floor_db, 0.0, 2.0, r),
                  VCATTN_STATUS_SUCCESS);
     int n_reached = 0, wrong = 0;
@@ -124,13 +126,31 @@ TEST(head_recipes_reached_and_recheck_rows) {
     }
     CHECK_MSG(wrong == 0, "%d heads disagree with the floor rule", wrong);
     CHECK_MSG(n_reached > N / 10 && n_reached < N - N / 10, "%d of %d reached: the draw tests nothing", n_reached, N);
+    /* one recipe: the method as designed, exactly where choose keeps recipe 0 at the floor */
+    uint8_t method_reached[N];
+    CHECK_STATUS(vcattn_head_recipes_reached(N, 1, psnr, se, floor_db, 0.0, 2.0, method_reached), VCATTN_STATUS_SUCCESS);
+    int n_method = 0;
+    for (int h = 0; h < N; ++h) {
+        const double p0 = psnr[h * VCATTN_RECIPE_COUNT], e0 = se[h * VCATTN_RECIPE_COUNT];
+        wrong += method_reached[h] != (!isnan(p0) && p0 >= floor_db[h] + 2.0 * e0);
+        wrong += method_reached[h] && r[h] != 0;
+        wrong += method_reached[h] > reached[h];
+        n_method += method_reached[h];
+    }
+    CHECK_MSG(wrong == 0, "%d heads disagree with the method's floor rule", wrong);
+    CHECK_MSG(n_method > 0 && n_method < n_reached, "%d of %d: the draw tests nothing", n_method, n_reached);
     /* a margin only removes heads */
     uint8_t with_margin[N];
-    CHECK_STATUS(vcattn_head_recipes_reached(N, psnr, se, floor_db, 1.0, 2.0, with_margin), VCATTN_STATUS_SUCCESS);
+    CHECK_STATUS(vcattn_head_recipes_reached(N, VCATTN_RECIPE_COUNT, psnr, se, floor_db, 1.0, 2.0, with_margin),
+                 VCATTN_STATUS_SUCCESS);
     for (int h = 0; h < N; ++h) CHECK(with_margin[h] <= reached[h]);
-    CHECK_STATUS(vcattn_head_recipes_reached(N, psnr, se, NULL, 0.0, 2.0, reached), VCATTN_STATUS_NULL_POINTER);
-    CHECK_STATUS(vcattn_head_recipes_reached(0, psnr, se, floor_db, 0.0, 2.0, reached), VCATTN_STATUS_BAD_SHAPE);
-    CHECK_STATUS(vcattn_head_recipes_reached(N, psnr, se, floor_db, 0.0, -1.0, reached),
+    CHECK_STATUS(vcattn_head_recipes_reached(N, 4, psnr, se, NULL, 0.0, 2.0, reached), VCATTN_STATUS_NULL_POINTER);
+    CHECK_STATUS(vcattn_head_recipes_reached(0, 4, psnr, se, floor_db, 0.0, 2.0, reached), VCATTN_STATUS_BAD_SHAPE);
+    CHECK_STATUS(vcattn_head_recipes_reached(N, 4, psnr, se, floor_db, 0.0, -1.0, reached),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_head_recipes_reached(N, 0, psnr, se, floor_db, 0.0, 2.0, reached),
+                 VCATTN_STATUS_INVALID_ARGUMENT);
+    CHECK_STATUS(vcattn_head_recipes_reached(N, 5, psnr, se, floor_db, 0.0, 2.0, reached),
                  VCATTN_STATUS_INVALID_ARGUMENT);
     free(psnr);
     free(se);

@@ -288,7 +288,8 @@ int vc_cmd_eval(int argc, char **argv) {
     }
     const int nrows_all = nm + np;
     const int64_t npr = o.policy_rows < Sq ? o.policy_rows : Sq;
-    /* heads that reach no recipe at the floor are measured again on more rows (FLOOR only) */
+    /* heads where the method as designed (recipe 0) does not reach the floor are measured again
+     * on more rows (FLOOR only) */
     const int64_t npr2 = o.policy == VCATTN_HEAD_POLICY_FLOOR ? vcattn_head_policy_recheck_rows(npr, Sq) : 0;
     int64_t *prows = np ? (int64_t *)malloc((size_t)(npr + npr2) * sizeof(int64_t)) : NULL;
     int64_t *prows2 = prows ? prows + npr : NULL;
@@ -416,7 +417,7 @@ int vc_cmd_eval(int argc, char **argv) {
                 uint8_t reached[8], again[8];
                 int64_t unreached = 0;
                 if (!st && npr2) {
-                    st = vcattn_head_recipes_reached(nb, ps, se, fl, o.policy_margin_db, o.policy_stderrs, reached);
+                    st = vcattn_head_recipes_reached(nb, 1, ps, se, fl, o.policy_margin_db, o.policy_stderrs, reached);
                     for (int64_t b = 0; b < nb && !st; ++b) unreached += !reached[b];
                 }
                 if (!st && unreached) { /* the second measurement; those heads take its choice */
@@ -561,7 +562,7 @@ int vc_cmd_eval(int argc, char **argv) {
         for (int pi = 0; pi < np; ++pi) {
             printf("\n%s+policy (%s, %lld rows measured per head", vcattn_method_name((vcattn_method)pm[pi]),
                    o.policy == 0 ? "floor" : o.policy == 1 ? "fastest" : "faithful", (long long)npr);
-            if (npr2) printf("; %lld for a head that reached no recipe at the floor, marked *", (long long)npr2);
+            if (npr2) printf("; %lld for a head whose method as designed did not reach the floor, marked *", (long long)npr2);
             printf("): recipe per head (its gain over sage2-8bit on those rows, dB, and that gain's standard error)");
             for (int64_t hi = 0; hi < nh; ++hi)
                 for (int64_t b = 0; b < B; ++b) {

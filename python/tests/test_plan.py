@@ -224,21 +224,24 @@ def test_measuring_in_order_chooses_as_measuring_all(rng, policy):
     assert len(runs) == {"floor": 1, "fastest": 2, "faithful": 4}[policy]
 
 
-def test_floor_measures_unreached_heads_again_on_more_rows():
-    """Under "floor" a head that reaches no recipe at the floor is measured again on 4x the rows
-    and takes that measurement's choice; heads that reached the floor keep the first one."""
+def test_floor_measures_heads_that_refused_the_method_again_on_more_rows():
+    """Under "floor" a head whose method as designed (recipe 0) does not reach the floor is
+    measured again on 4x the rows - only those heads - and takes that measurement's choice; heads
+    whose method reached it keep the first one."""
     hp = vcattn.head_policy
     nan = float("nan")
-    floor = np.array([60.0, 60.0, 60.0])
+    floor = np.array([60.0, 60.0, 60.0, 60.0])
     first = (np.array([[62.0, 61.0, 63.0, nan],    # head 0: recipe 0 at the floor (62 >= 60 + 2 x 0.5)
                        [60.5, 60.2, 60.8, 60.1],   # head 1: none (a gain under two standard errors)
-                       [59.0, 58.0, 59.5, 58.5]]),  # head 2: none
-             np.full((3, 4), 0.5), floor)
+                       [59.0, 58.0, 59.5, 58.5],   # head 2: none
+                       [60.5, 62.0, nan, nan]]),   # head 3: sequence order, not the method
+             np.full((4, 4), 0.5), floor)
     second = (np.array([[55.0, 55.0, 55.0, 55.0],  # head 0 would lose here: not asked again
                         [60.2, 61.5, 61.0, 60.0],  # head 1: sequence order reaches it (61.5 >= 60.4)
-                        [59.0, 58.0, 59.8, 58.5]]),  # head 2: none again: the most faithful
-              np.full((3, 4), 0.2), floor + 0.0)
-    perm = np.tile(np.arange(4096, dtype=np.int32), (1, 3, 1))
+                        [59.0, 58.0, 59.8, 58.5],  # head 2: none again: the most faithful
+                        [61.0, 62.0, nan, nan]]),  # head 3: the method reaches it now
+              np.full((4, 4), 0.2), floor + 0.0)
+    perm = np.tile(np.arange(4096, dtype=np.int32), (1, 4, 1))
     for policy, seq_q, want_rows in (("floor", 75600, [512, 2048]), ("floor", 512, [512]),
                                      ("faithful", 75600, [512]), ("floor", 1000, [512, 1000])):
         plan = vcattn.Plan(policy=policy, policy_rows=512)
@@ -246,22 +249,22 @@ def test_floor_measures_unreached_heads_again_on_more_rows():
 
         def measure(pm, n, heads=None):
             rows.append(n)
-            assert (heads is None) == (len(rows) == 1)  # the second measures the unreached heads only
+            assert (heads is None) == (len(rows) == 1)  # the second measures those heads only
             if heads is not None:
-                assert heads.tolist() == [1, 2]
+                assert heads.tolist() == [1, 2, 3]
             got = first if len(rows) == 1 else second
             return tuple(np.array(a if heads is None else a[heads], copy=True) for a in got)
 
         plan.apply_recipes(perm, "vsmooth-split-blockmax-8bit", measure, seq_q)
         assert rows == want_rows, (policy, seq_q)
         if policy == "floor" and len(rows) == 2:
-            assert hp.names(plan.recipes) == ["k-means", "sequence", "k-means+exact-P"]
-            assert plan.recipe_rechecked.tolist() == [[False, True, True]]
+            assert hp.names(plan.recipes) == ["k-means", "sequence", "k-means+exact-P", "k-means"]
+            assert plan.recipe_rechecked.tolist() == [[False, True, True, True]]
             np.testing.assert_array_equal(plan.recipe_psnr[0, 0], first[0][0])
             np.testing.assert_array_equal(plan.recipe_psnr[0, 1:], second[0][1:])
-            assert plan.recipe_summary()["rechecked"] == [False, True, True]
+            assert plan.recipe_summary()["rechecked"] == [False, True, True, True]
         elif policy == "floor":
-            assert hp.names(plan.recipes) == ["k-means", "k-means+exact-P", "k-means+exact-P"]
+            assert hp.names(plan.recipes) == ["k-means", "k-means+exact-P", "k-means+exact-P", "sequence"]
             assert not plan.recipe_rechecked.any()
 
 

@@ -37,7 +37,7 @@ _P = ctypes.c_void_p
 _i64 = ctypes.c_int64
 _SIGS = {
     "vcattn_head_recipes_choose": [ctypes.c_int, _i64, _P, _P, _P, ctypes.c_double, ctypes.c_double, _P],
-    "vcattn_head_recipes_reached": [_i64, _P, _P, _P, ctypes.c_double, ctypes.c_double, _P],
+    "vcattn_head_recipes_reached": [_i64, ctypes.c_int, _P, _P, _P, ctypes.c_double, ctypes.c_double, _P],
     "vcattn_head_recipes_measure": [_P, ctypes.c_int, _P, _P, _i64, _P, _P, _P],
     "vcattn_head_gain_stderr": [_P, _P, _i64, _i64, _P],
     "vcattn_method_exact_p": [_P, _P],
@@ -113,22 +113,26 @@ def choose(policy: str, psnr: np.ndarray, floor_db: np.ndarray, margin_db: float
     return out
 
 
-def reached(psnr: np.ndarray, stderr_db: np.ndarray | None, floor_db: np.ndarray, margin_db: float = 0.0) -> np.ndarray:
-    """(n,) bool: the heads where some measured recipe reaches the "floor" policy's floor
-    (vcattn_head_recipes_reached, the rule of vcattn_head_recipes_choose); NaN: not measured."""
+def reached(psnr: np.ndarray, stderr_db: np.ndarray | None, floor_db: np.ndarray, margin_db: float = 0.0,
+            n_recipes: int = 4) -> np.ndarray:
+    """(n,) bool: the heads where one of the recipes 0 .. n_recipes-1 reaches the "floor" policy's
+    floor (vcattn_head_recipes_reached, the rule of vcattn_head_recipes_choose; NaN: not
+    measured).  n_recipes=1: the method as designed."""
     psnr = np.ascontiguousarray(psnr, dtype=np.float64)
     floor_db = np.ascontiguousarray(floor_db, dtype=np.float64)
     se = None if stderr_db is None else np.ascontiguousarray(stderr_db, dtype=np.float64)
     out = np.zeros(psnr.shape[0], np.uint8)
-    check(_fn("vcattn_head_recipes_reached")(psnr.shape[0], psnr.ctypes.data, None if se is None else se.ctypes.data,
+    check(_fn("vcattn_head_recipes_reached")(psnr.shape[0], int(n_recipes), psnr.ctypes.data,
+                                              None if se is None else se.ctypes.data,
                                               floor_db.ctypes.data, float(margin_db), defaults()[2], out.ctypes.data),
           "vcattn_head_recipes_reached")
     return out.astype(bool)
 
 
 def recheck_rows(rows: int, seq_q: int) -> int:
-    """The rows of the second measurement of the heads that reached no recipe at the floor
-    (vcattn_head_policy_recheck_rows: 4x, at most seq_q; 0: none, every row was measured)."""
+    """The rows of the second measurement of the heads whose method as designed did not reach
+    the floor (vcattn_head_policy_recheck_rows: 4x, at most seq_q; 0: none, every row was
+    measured)."""
     f = lib.vcattn_head_policy_recheck_rows
     f.argtypes, f.restype = [ctypes.c_int64, ctypes.c_int64], ctypes.c_int64
     return int(f(int(rows), int(seq_q)))

@@ -480,9 +480,9 @@ class Plan:
         """(perm, head_exact or None) for a call of `method` on this permutation: the head recipes
         (chosen on the first call of a shape with ``measure(perm, rows, heads=None) -> (psnr, stderr,
         floor)`` on `policy_rows` query rows of the call's seq_q, then reused on every later step)
-        applied - sequence order where chosen, exact-P flags.  Under "floor", the heads that reach no
-        recipe at the floor (``heads``: their flat b * H + h indices) are measured again on
-        head_policy.recheck_rows() rows and take that choice."""
+        applied - sequence order where chosen, exact-P flags.  Under "floor", the heads whose method as
+        designed (recipe 0) does not reach the floor (``heads``: their flat b * H + h indices) are
+        measured again on head_policy.recheck_rows() rows and take that choice."""
         if self.policy is None or perm is None or not head_policy.has_exact_sibling(method):
             return perm, None
         b, h, _ = perm.shape
@@ -492,7 +492,7 @@ class Plan:
             rows2 = head_policy.recheck_rows(self.policy_rows, seq_q) if self.policy == "floor" else 0
             again = np.zeros(b * h, bool)
             if rows2:
-                again = ~head_policy.reached(psnr, stderr_db, floor_db, self.policy_margin_db)
+                again = ~head_policy.reached(psnr, stderr_db, floor_db, self.policy_margin_db, n_recipes=1)
             if again.any():  # only those heads, as one batch item: the rest keep their choice
                 psnr2, stderr2, floor2 = measure(perm, rows2, np.flatnonzero(again))
                 recipes2 = head_policy.choose(self.policy, psnr2, floor2, self.policy_margin_db, stderr2)
