@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # call 45 (2026-12-08): main with the policy's stratified rows (vcattn_stratified_rows instead of
-# strided ones) and its recheck (a head that reaches no recipe at the floor is measured again on
-# 4x the rows); .pre/main.tgz = main's build with both.  Carry .pre, .peer, .whl.  Every stage while
+# strided ones) and its recheck (a head whose method as designed does not reach the floor is
+# measured again on 4x the rows, only those heads); .pre/main.tgz = main's build with both.  Carry .pre, .peer, .whl.  Every stage while
 # time is left:
 #  1. per-head fidelity over k-means seeds 0-3, FP64 on every row: the five held-out-style layers,
 #     randn, and the 115,200-token HunyuanVideo-1.5-shaped layer of the CPU study (the one the
