@@ -288,6 +288,22 @@ def test_measuring_some_heads_again_is_those_heads_of_the_whole(rng, layout):
         np.testing.assert_array_equal(p, w[heads])
 
 
+def test_recheck_through_the_call_is_the_same_in_every_path(rng):
+    """On randn with few measured rows the split rarely reaches the floor, so most heads are
+    measured again: the numpy path (HND) and the torch CPU path (NHD) must take the same choices,
+    rechecked heads alike, and give the same output."""
+    torch = pytest.importorskip("torch")
+    q, k, v = (rng.standard_normal((1, 4, 512, 64)).astype(np.float32) for _ in range(3))
+    a = vcattn.Plan(seed=0, policy_rows=64)
+    out = vcattn.attention(q, k, v, plan=a)
+    assert a.recipe_rechecked.any()
+    nhd = [torch.from_numpy(x).transpose(1, 2).contiguous() for x in (q, k, v)]
+    b = vcattn.Plan(seed=0, policy_rows=64)
+    out_t = vcattn.attention(*nhd, plan=b, tensor_layout="NHD")
+    assert a.recipe_summary() == b.recipe_summary()
+    np.testing.assert_array_equal(out_t.transpose(1, 2).numpy(), out)
+
+
 @pytest.mark.parametrize("kw, word", [(dict(policy="best"), "policy"), (dict(policy_rows=0), "policy_rows"),
                                       (dict(policy_margin_db=float("nan")), "policy_margin_db")])
 def test_plan_policy_arguments_are_checked(kw, word):
