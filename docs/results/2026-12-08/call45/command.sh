@@ -8,6 +8,7 @@
 #     strided rows aliased on; call 44 ran the 118,800-token one: the frames=32 option was cut at
 #     its comma);
 #  2. the Python GPU tests (the GPU measurement's rows and standard errors against the C side);
+#  2b. the kernel alone with the peers (as call 44's first stage: on an H200, the issues' targets);
 #  3. the masked HunyuanVideo-1.5-shaped call on randn in turn (dev/profile_call.py);
 #  4. the measuring cost (device_check.sh policy).
 set -u
@@ -25,6 +26,10 @@ mkdir -p /tmp/pre && tar -xzf .pre/main.tgz -C /tmp/pre
 [ $(left) -gt 60 ] && { VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout $(( $(left) - 30 )) python3 -m pytest -q \
     python/tests/test_gpu.py python/tests/test_plan.py python/tests/test_torch.py > $W/pytest_gpu.txt 2>&1
   el "pytest rc $?"; tail -2 $W/pytest_gpu.txt; pack; }
+[ $(left) -gt 160 ] && { VC_BENCH_SHAPES="1,40,75600,75600,128 1,16,112300,112300,128 1,48,17550,17550,64 1,40,8192,8192,128" \
+    VC_BENCH_METHODS=vsmooth-split-blockmax-8bit,sage2-8bit OUT=$W/bench VC_PREBUILT=/tmp/pre \
+    timeout 120 bash scripts/device_check.sh bench > $W/bench_stage.txt 2>&1
+  el "bench rc $?"; sed -n '/== summary/,$p' $W/bench_stage.txt | cut -c1-200; pack; }
 [ $(left) -gt 100 ] && { VCATTN_LIBRARY=/tmp/pre/libvcattn.so PYTHONPATH=python timeout 120 python3 dev/profile_call.py \
     --no-profile --rounds 3 --json $W/rounds.json > $W/rounds.txt 2>&1; el "rounds rc $?"; tail -7 $W/rounds.txt | cut -c1-220; pack; }
 [ $(left) -gt 60 ] && { OUT=$W/policy VC_PREBUILT=/tmp/pre timeout $(( $(left) - 5 )) bash scripts/device_check.sh policy \
