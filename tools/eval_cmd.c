@@ -10,6 +10,7 @@
 
 #include "cli_args.h"
 #include "cli_parse.h"
+#include "eval_policy.h"
 #include "vcattn.h"
 
 /* The options and their parsing: eval_parse.c (cli_parse.h). */
@@ -400,47 +401,11 @@ int vc_cmd_eval(int argc, char **argv) {
             vcattn_method m = (vcattn_method)pm[pi];
             vcattn_method_config cfg;
             vcattn_method_config_get(m, &cfg);
-            double ps[8 * VCATTN_RECIPE_COUNT], se[8 * VCATTN_RECIPE_COUNT], fl[8];
             ts = vc_cli_now_seconds();
-            uint8_t *rec = recipe + (pi * nh + hi) * B;
-            for (int64_t b0 = 0; b0 < B && !st; b0 += 8) { /* the measurement, 8 batch items at a time */
-                const int64_t nb = B - b0 < 8 ? B - b0 : 8;
-                vcattn_attention_params pb = p;
-                pb.batch = nb;
-                pb.q = qh + b0 * hs[0];
-                pb.k = kh + b0 * ks[0];
-                pb.v = vh + b0 * ks[0];
-                st = vcattn_head_recipes_measure(&pb, m, perm + b0 * Skv, prows, npr, ps, se, fl);
-                if (!st)
-                    st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps, se, fl, o.policy_margin_db,
-                                                    o.policy_stderrs, rec + b0);
-                uint8_t reached[8], again[8];
-                int64_t unreached = 0;
-                if (!st && npr2) {
-                    st = vcattn_head_recipes_reached(nb, 1, ps, se, fl, o.policy_margin_db, o.policy_stderrs, reached);
-                    for (int64_t b = 0; b < nb && !st; ++b) unreached += !reached[b];
-                }
-                if (!st && unreached) { /* the second measurement; those heads take its choice */
-                    double ps2[8 * VCATTN_RECIPE_COUNT], se2[8 * VCATTN_RECIPE_COUNT], fl2[8];
-                    st = vcattn_head_recipes_measure(&pb, m, perm + b0 * Skv, prows2, npr2, ps2, se2, fl2);
-                    if (!st)
-                        st = vcattn_head_recipes_choose((vcattn_head_policy)o.policy, nb, ps2, se2, fl2,
-                                                        o.policy_margin_db, o.policy_stderrs, again);
-                    for (int64_t b = 0; b < nb && !st; ++b) {
-                        if (reached[b]) continue;
-                        rec[b0 + b] = again[b];
-                        rechecked[(pi * nh + hi) * B + b0 + b] = 1;
-                        memcpy(ps + b * VCATTN_RECIPE_COUNT, ps2 + b * VCATTN_RECIPE_COUNT, sizeof(double) * VCATTN_RECIPE_COUNT);
-                        memcpy(se + b * VCATTN_RECIPE_COUNT, se2 + b * VCATTN_RECIPE_COUNT, sizeof(double) * VCATTN_RECIPE_COUNT);
-                        fl[b] = fl2[b];
-                    }
-                }
-                for (int64_t b = 0; b < nb && !st; ++b) {
-                    const int64_t at = (pi * nh + hi) * B + b0 + b, c = rec[b0 + b];
-                    rgain[at] = ps[b * VCATTN_RECIPE_COUNT + c] - fl[b];
-                    rse[at] = se[b * VCATTN_RECIPE_COUNT + c];
-                }
-            }
+            const int64_t at = (pi * nh + hi) * B;
+            uint8_t *rec = recipe + at;
+            st = vc_eval_head_recipes(&p, m, perm, prows, npr, prows2, npr2, (vcattn_head_policy)o.policy,
+                                      o.policy_margin_db, o.policy_stderrs, rec, rgain + at, rse + at, rechecked + at);
             if (st) { progress("\n"); rc = vc_cli_fail("head_recipes", st); goto done; }
             /* one (batch, head) view per batch item: its order from the plan or the identity */
             for (int64_t b = 0; b < B; ++b) exact[b] = (rec[b] & VCATTN_RECIPE_EXACT_P) != 0;

@@ -91,14 +91,12 @@ def simulate(q, k, v, layout, sm_scale, return_lse, num_threads, method, plan=No
         if perm is None:
             cfg.v_smooth = 0  # the schedule turned V-Smooth off for this step
         elif isinstance(plan, Plan):
-            def measure(pm, rows, heads=None):
-                if heads is None:
-                    return measure_recipes(prob.params, method, pm, prob.q.shape[2], rows)
-                sq, sk, sv, sp, lay = _tensors.heads_subset(q, k, v, pm, layout, heads)
-                sub = Problem(sq, sk, sv, lay, sm_scale, False, num_threads)
-                return measure_recipes(sub.params, method, sp, sub.q.shape[2], rows)
+            def run(qq, kk, vv, lay, pm, rows):
+                sub = prob if qq is q else Problem(qq, kk, vv, lay, sm_scale, False, num_threads)
+                return measure_recipes(sub.params, method, pm, sub.q.shape[2], rows)
 
-            perm, head_exact = plan.apply_recipes(perm, method, measure, prob.q.shape[2])
+            perm, head_exact = plan.apply_recipes(perm, method, _tensors.heads_measure(q, k, v, layout, run),
+                                                  prob.q.shape[2])
     exact = None
     if cfg.v_smooth and head_exact is not None:
         exact = np.ascontiguousarray(head_exact, dtype=np.uint8)

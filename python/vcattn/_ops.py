@@ -165,19 +165,17 @@ def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int
     b, h, s = _bhs(v, layout)
     shape = (b, h, s, v.shape[-1])
     scale = sm_scale if sm_scale > 0 else 1.0 / math.sqrt(q.shape[-1])
+    sq = _bhs(q, layout)[2]
     exact = None
     if v.device.type == "cpu":
         op = _tensors.as_operand(v, layout)
         perm = p.resolve(shape, at, p.cpu_grouping(op))
         if perm is not None:
-            def measure(pm, rows, heads=None):
-                qq, kk, vv, lay = q, k, v, layout
-                if heads is not None:
-                    qq, kk, vv, pm, lay = _tensors.heads_subset(q, k, v, pm, layout, heads)
+            def run(qq, kk, vv, lay, pm, rows):
                 prob = _cpu.Problem(qq, kk, vv, lay, scale, False, _cpu.threads(None))
                 return _cpu.measure_recipes(prob.params, method, pm, prob.q.shape[2], rows)
 
-            perm, exact = p.apply_recipes(perm, method, measure, q.shape[2 if layout == "HND" else 1])
+            perm, exact = p.apply_recipes(perm, method, _tensors.heads_measure(q, k, v, layout, run), sq)
     else:
         try:
             _gpu.check_supported(method, v)
@@ -186,13 +184,10 @@ def _plan_impl(q: Tensor, k: Tensor, v: Tensor, source: int, key: str, step: int
         else:
             perm = p.resolve(shape, at, _gpu.grouping(p, v, layout), v.device)
             if perm is not None:
-                def measure(pm, rows, heads=None):
-                    qq, kk, vv, lay = q, k, v, layout
-                    if heads is not None:
-                        qq, kk, vv, pm, lay = _tensors.heads_subset(q, k, v, pm, layout, heads)
+                def run(qq, kk, vv, lay, pm, rows):
                     return _gpu.measure_recipes(qq, kk, vv, lay, scale, method, pm, rows, p.policy, p.policy_margin_db)
 
-                perm, exact = p.apply_recipes(perm, method, measure, q.shape[2 if layout == "HND" else 1])
+                perm, exact = p.apply_recipes(perm, method, _tensors.heads_measure(q, k, v, layout, run), sq)
     # read only when the state says 2: without exact-P heads an uninitialised tensor (no kernel launch)
     flags = torch.empty((b, h), dtype=torch.uint8, device=v.device)
     if perm is None:

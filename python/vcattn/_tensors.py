@@ -80,6 +80,17 @@ def heads_subset(q, k, v, perm, layout: str, heads):
     return pick(q), pick(k), pick(v), pick(perm, True), "HND"
 
 
+def heads_measure(q, k, v, layout: str, run):
+    """``measure(perm, rows, heads=None)`` for Plan.apply_recipes from ``run(q, k, v, layout, perm,
+    rows)``: the whole call, or with ``heads`` only those (batch, head) pairs (heads_subset)."""
+    def measure(perm, rows, heads=None):
+        if heads is None:
+            return run(q, k, v, layout, perm, rows)
+        sq, sk, sv, sp, lay = heads_subset(q, k, v, perm, layout, heads)
+        return run(sq, sk, sv, lay, sp, rows)
+    return measure
+
+
 _AXIS_NAMES = ("B (batch)", "H (heads)", "S (tokens)", "D (head_dim)")
 
 
